@@ -1,0 +1,7 @@
+"""GPU catalog. (stub: being written)"""
+
+from __future__ import annotations
+
+
+class Catalog:
+    pass

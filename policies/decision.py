@@ -1,0 +1,86 @@
+"""What the engine answers: violations (data, with field paths) and the decision."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from policies.model import Mode
+from policies.paths import FieldPath, to_display
+
+Severity = Literal["error", "warning", "info"]
+Level = Literal["error", "warning"]
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """What a rule yields: a breach at a path. The engine adds policy and mode."""
+
+    rule: str
+    message: str
+    path: FieldPath
+    # "warning" marks advice (a pod that will run, but not as the user thinks): it never denies.
+    level: Level = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    rule: str
+    message: str
+    path: FieldPath
+    policy: str
+    mode: Mode
+    level: Level = "error"
+
+    @property
+    def severity(self) -> Severity:
+        """Enforce + error denies; everything else is reported as a warning."""
+        return "error" if self.mode == "Enforce" and self.level == "error" else "warning"
+
+    @property
+    def denies(self) -> bool:
+        return self.severity == "error"
+
+    @property
+    def field(self) -> str:
+        return to_display(self.path)
+
+    def describe(self) -> str:
+        """One line a person can act on: `rule-id at path: reason`."""
+        where = f" at {self.field}" if self.path else ""
+        return f"{self.rule}{where}: {self.message}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "severity": self.severity,
+            "message": self.message,
+            "path": self.field,
+            "policy": self.policy,
+            "mode": self.mode,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    allowed: bool
+    patch: tuple[dict[str, Any], ...] = ()
+    mutated: Any = None
+    violations: tuple[Violation, ...] = ()
+    gpu: bool = False
+    policies: tuple[str, ...] = field(default=())
+
+    @property
+    def denials(self) -> tuple[Violation, ...]:
+        return tuple(v for v in self.violations if v.denies)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Admission warnings: Warn-mode breaches and advice; Audit mode stays silent."""
+        return tuple(
+            v.describe() for v in self.violations if not v.denies and v.mode != "Audit"
+        )
+
+    @property
+    def audited(self) -> tuple[Violation, ...]:
+        return tuple(v for v in self.violations if v.mode == "Audit")

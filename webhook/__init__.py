@@ -1,0 +1,1 @@
+"""The edges of gpupolicy: HTTP server, CLI, cluster client, reports, certificates."""
