@@ -1,7 +1,192 @@
-"""Node inventory. (stub: being written)"""
+"""Nodes of a cluster, grouped into pools of identical hardware and scheduling facts.
+
+Hardware matching runs per pool, not per node: nodes whose labels (minus per-node labels such as
+`kubernetes.io/hostname`), taints and allocatable GPU resources are identical share one Pool.
+Selectors that mention a per-node label key, or matchFields on `metadata.name`, must be matched
+per node: `Pool.label_sets(keys)` yields (node name, full labels) pairs in that case and one
+(first node name, shared labels) pair otherwise.
+
+Cordoned nodes (spec.unschedulable) are listed in `Inventory.nodes` but join no pool.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
+from policies.catalog import Catalog, GPUModel
+from policies.quantity import QuantityError, parse_quantity
+from policies.selectors import Taint
+
+__all__ = ["PER_NODE_LABELS", "POOL_LABELS", "Inventory", "Node", "Pool", "Taint"]
+
+# Labels whose value differs from node to node inside one pool.
+PER_NODE_LABELS = frozenset({
+    "kubernetes.io/hostname",
+    "nvidia.com/gfd.timestamp",
+    "node.kubernetes.io/instance-id",
+    "alpha.eksctl.io/instance-id",
+})
+POOL_LABELS = (
+    "cloud.google.com/gke-nodepool",
+    "eks.amazonaws.com/nodegroup",
+    "kubernetes.azure.com/agentpool",
+    "karpenter.sh/nodepool",
+    "node.kubernetes.io/instance-type",
+)
+PRODUCT_LABELS = ("nvidia.com/gpu.product", "aliyun.accelerator/nvidia_name")
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+
+def _amount(raw: Any) -> int | None:
+    """An allocatable quantity as an integer (rounded down); None when unparsable."""
+    try:
+        return math.floor(parse_quantity(raw))
+    except QuantityError:
+        return None
+
+
+def _is_extended(name: str) -> bool:
+    """Extended resources have a domain; `kubernetes.io` names are native."""
+    domain, slash, _ = name.partition("/")
+    return bool(slash) and domain != "kubernetes.io" and not domain.endswith(".kubernetes.io")
+
+
+def _int_label(labels: Mapping[str, str], key: str) -> int | None:
+    value = labels.get(key, "")
+    return int(value) if value.isdigit() else None
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    allocatable: Mapping[str, int]
+    model: GPUModel | None
+    product: str  # the raw product label, "" when absent
+    gpu_count: int
+    mig_strategy: str  # "single" | "mixed" | "" (none)
+    unschedulable: bool = False
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any], catalog: Catalog) -> Node:
+        metadata = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
+        taints = tuple(Taint.from_dict(t) for t in spec.get("taints") or () if isinstance(t, dict))
+        allocatable: dict[str, int] = {}
+        for key, raw in (status.get("allocatable") or {}).items():
+            if _is_extended(key) and (amount := _amount(raw)) is not None:
+                allocatable[key] = amount
+        product = next((labels[k] for k in PRODUCT_LABELS if labels.get(k)), "")
+        count = _int_label(labels, "nvidia.com/gpu.count")
+        if count is None:
+            count = allocatable.get("nvidia.com/gpu")
+        if count is None:
+            count = allocatable.get("aliyun.com/gpu-count")
+        if count is None:
+            count = _int_label(labels, "aliyun.accelerator/nvidia_count") or 0
+        return cls(
+            name=str(metadata.get("name") or ""),
+            labels=labels,
+            taints=taints,
+            allocatable=allocatable,
+            model=catalog.lookup(product) if product else None,
+            product=product,
+            gpu_count=count,
+            mig_strategy=labels.get(MIG_STRATEGY_LABEL, ""),
+            unschedulable=bool(spec.get("unschedulable")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    name: str
+    node_names: tuple[str, ...]
+    labels: Mapping[str, str]  # labels every node shares (per-node keys removed)
+    taints: tuple[Taint, ...]
+    allocatable: Mapping[str, int]  # per node
+    model: GPUModel | None
+    product: str
+    gpu_count: int  # per node
+    mig_strategy: str
+    # node name -> its per-node labels (kubernetes.io/hostname, ...)
+    node_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def labels_of(self, node_name: str) -> dict[str, str]:
+        """The full labels of one node of this pool."""
+        return {**self.labels, **self.node_labels.get(node_name, {})}
+
+    def label_sets(
+        self, keys: Collection[str] = (), by_name: bool = False
+    ) -> Iterator[tuple[str, Mapping[str, str]]]:
+        """(node name, labels) to match selectors against.
+
+        `keys` are the label keys the selectors mention; when one of them is per-node, or
+        `by_name` (matchFields on metadata.name), every node is yielded with its full labels;
+        otherwise one representative pair (first node, shared labels) stands for the pool.
+        """
+        if by_name or not PER_NODE_LABELS.isdisjoint(keys):
+            for name in self.node_names:
+                yield name, self.labels_of(name)
+        else:
+            yield self.node_names[0], self.labels
+
+
+@dataclass(frozen=True, slots=True)
 class Inventory:
-    pass
+    nodes: tuple[Node, ...] = ()
+    pools: tuple[Pool, ...] = ()
+
+    @classmethod
+    def empty(cls) -> Inventory:
+        return cls()
+
+    @classmethod
+    def from_nodes(cls, nodes: Iterable[Mapping[str, Any]], catalog: Catalog) -> Inventory:
+        parsed = tuple(Node.from_object(n, catalog) for n in nodes if isinstance(n, Mapping))
+        groups: dict[tuple[Any, ...], list[Node]] = {}
+        for node in parsed:
+            if node.unschedulable:
+                continue
+            shared = frozenset(
+                (k, v) for k, v in node.labels.items() if k not in PER_NODE_LABELS
+            )
+            key = (shared, node.taints, frozenset(node.allocatable.items()))
+            groups.setdefault(key, []).append(node)
+        used: set[str] = set()
+        pools = tuple(_pool(members, used) for members in groups.values())
+        return cls(parsed, pools)
+
+    def node(self, name: str) -> Node | None:
+        return next((n for n in self.nodes if n.name == name), None)
+
+
+def _pool(members: list[Node], used: set[str]) -> Pool:
+    first = members[0]
+    labels = {k: v for k, v in first.labels.items() if k not in PER_NODE_LABELS}
+    base = next((labels[k] for k in POOL_LABELS if labels.get(k)), "") or first.product
+    base = base or first.name
+    name, n = base, 1
+    while name in used:
+        n += 1
+        name = f"{base}-{n}"
+    used.add(name)
+    per_node = {
+        m.name: {k: v for k, v in m.labels.items() if k in PER_NODE_LABELS} for m in members
+    }
+    return Pool(
+        name=name,
+        node_names=tuple(m.name for m in members),
+        labels=labels,
+        taints=first.taints,
+        allocatable=dict(first.allocatable),
+        model=first.model,
+        product=first.product,
+        gpu_count=first.gpu_count,
+        mig_strategy=first.mig_strategy,
+        node_labels=per_node,
+    )
