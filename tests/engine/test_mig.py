@@ -74,7 +74,7 @@ def test_seven_slice_rules(name: str, shape: dict[str, int], gpus: int, ok: bool
 
 
 @pytest.mark.parametrize(
-    "name", [m.name for m in CATALOG.models if any(p.media for p in m.profiles)]
+    "name", [n for n in SEVEN_SLICE if any(p.media for p in model(n).profiles)]
 )
 @pytest.mark.parametrize(
     ("shape", "gpus", "ok"),
