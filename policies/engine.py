@@ -1,11 +1,29 @@
-"""review(obj, context) -> Decision: the one function that decides. (stub: being written)"""
+"""review(obj, context) -> Decision: the one function that decides, for the webhook, the linter
+and the audit alike.
+
+The object is first mutated as the governing policies' `inject` asks (the mutating webhook's
+job), then every rule looks at the result (the validating webhook's job), so a Deployment and
+the Pods it will create get the same verdict.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from policies.context import Context
-from policies.decision import Decision
+from policies.decision import Decision, Finding, Violation
+from policies.hardware import PoolVerdict, catalog_pools, verdicts
+from policies.model import GPUPolicy
+from policies.mutate import inject
+from policies.patch import Patch
+from policies.paths import FieldPath
+from policies.resources import classify, demand
+from policies.rules import INTRINSIC_RULES, POLICY_RULES, visible_devices_bypass
+from policies.view import PodView
+from policies.workloads import pod_specs
+
+_MODE_RANK = {"Enforce": 0, "Warn": 1, "Audit": 2}
 
 
 def review(
@@ -16,4 +34,135 @@ def review(
     operation: str = "CREATE",
     subresource: str = "",
 ) -> Decision:
-    return Decision(allowed=True, mutated=obj)
+    """What the webhooks would do with `obj`: the patch, and whether it may be admitted."""
+    if operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
+        return Decision(allowed=True, mutated=obj)
+    specs = list(pod_specs(obj, context.workload_kinds))
+    policies = context.governing(namespace_of(obj, namespace)) if specs else ()
+    if not policies:
+        return Decision(allowed=True, mutated=obj)
+    if subresource == "ephemeralcontainers":
+        return _ephemeral(obj, specs, policies, context, namespace_of(obj, namespace))
+    if subresource:  # status, resize, binding...: not a change of what the pod asks for
+        return Decision(allowed=True, mutated=obj)
+
+    patch = Patch(obj)
+    found: list[tuple[GPUPolicy, Finding]] = []
+    for prefix, spec in specs:
+        found += inject(patch, prefix, demand(spec, prefix), policies)
+    views = list(_views(patch.doc, specs, obj, namespace_of(obj, namespace)))
+    for view in views:
+        found += _check(view, policies, context)
+    violations = tuple(
+        Violation(f.rule, f.message, f.path, policy.name, policy.spec.mode, f.level)
+        for policy, f in found
+    )
+    creating = operation == "CREATE"
+    return Decision(
+        allowed=not any(v.denies for v in violations),
+        patch=tuple(patch.ops) if creating else (),
+        mutated=patch.doc if creating else obj,
+        violations=violations,
+        gpu=any(v.demand.gpu for v in views),
+        policies=tuple(p.name for p in policies),
+    )
+
+
+def explain(
+    obj: Any, context: Context, *, namespace: str | None = None
+) -> list[tuple[FieldPath, list[PoolVerdict]]]:
+    """For each GPU pod spec of `obj` (after injection): every pool and why it cannot take it.
+
+    Without an inventory the pools are the catalog's GPU models, amounts unchecked."""
+    if not isinstance(obj, dict):
+        return []
+    specs = list(pod_specs(obj, context.workload_kinds))
+    ns = namespace_of(obj, namespace)
+    policies = context.governing(ns)
+    patch = Patch(obj)
+    for prefix, spec in specs:
+        list(inject(patch, prefix, demand(spec, prefix), policies))
+    allowed = [p.spec.rules.allowed_models for p in policies
+               if p.spec.rules.allowed_models is not None]
+    inventory = context.inventory
+    pools = inventory.pools if inventory is not None else catalog_pools(context.catalog)
+    return [
+        (view.prefix, verdicts(view, pools, allowed_models=allowed,
+                               amounts_known=inventory is not None))
+        for view in _views(patch.doc, specs, obj, ns) if view.demand.gpu
+    ]
+
+
+def namespace_of(obj: Mapping[str, Any], namespace: str | None) -> str:
+    """The object's own namespace, else the one given, else `default` (as kubectl does)."""
+    meta = obj.get("metadata")
+    own = meta.get("namespace") if isinstance(meta, dict) else None
+    return own if isinstance(own, str) and own else namespace or "default"
+
+
+def _views(
+    doc: Any, specs: Sequence[tuple[FieldPath, Any]], original: Mapping[str, Any], namespace: str
+) -> Iterator[PodView]:
+    kind = str(original.get("kind", ""))
+    for prefix, _ in specs:
+        spec = doc
+        for part in prefix:
+            spec = spec[part]
+        yield PodView(kind, spec, prefix, demand(spec, prefix), kind == "Pod", namespace)
+
+
+def _check(
+    view: PodView, policies: Sequence[GPUPolicy], context: Context
+) -> Iterator[tuple[GPUPolicy, Finding]]:
+    if not view.demand.containers or not _accelerator_related(view):
+        for policy in policies:
+            for finding in visible_devices_bypass.check(view, policy, context):
+                yield policy, finding
+        return
+    # Facts (the apiserver's own checks, catalog facts) are reported once, under the
+    # strictest policy: they hold whatever the policies say.
+    strictest = min(policies, key=lambda p: _MODE_RANK[p.spec.mode])
+    for rule in INTRINSIC_RULES:
+        for finding in rule.check(view, strictest, context):
+            yield strictest, finding
+    for policy in policies:
+        for rule in POLICY_RULES:
+            for finding in rule.check(view, policy, context):
+                yield policy, finding
+
+
+def _accelerator_related(view: PodView) -> bool:
+    """Any accelerator resource key (even unparsable) in any container."""
+    if any(c.amounts for c in view.demand.containers):
+        return True
+    for container in view.demand.containers:
+        resources = container.spec.get("resources")
+        if isinstance(resources, dict):
+            for section in ("requests", "limits"):
+                values = resources.get(section)
+                if isinstance(values, dict) and any(classify(n) for n in values):
+                    return True
+    return False
+
+
+def _ephemeral(
+    obj: Mapping[str, Any], specs: Sequence[tuple[FieldPath, Any]],
+    policies: Sequence[GPUPolicy], context: Context, namespace: str,
+) -> Decision:
+    """`kubectl debug`: only the ephemeral containers are new; they can carry no resources,
+    so the one thing to check is whether they reach for GPUs through the environment."""
+    found: list[Violation] = []
+    for view in _views(obj, specs, obj, namespace):
+        ephemeral = tuple(c for c in view.demand.containers if c.role == "ephemeral")
+        if not ephemeral:
+            continue
+        only = PodView(view.kind, view.spec, view.prefix,
+                       type(view.demand)(ephemeral, {}), view.is_pod, namespace, "ephemeral")
+        for policy in policies:
+            found += [
+                Violation(f.rule, f.message, f.path, policy.name, policy.spec.mode, f.level)
+                for f in visible_devices_bypass.check(only, policy, context)
+            ]
+    return Decision(allowed=not any(v.denies for v in found), mutated=obj,
+                    violations=tuple(found), policies=tuple(p.name for p in policies))
+

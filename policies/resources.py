@@ -122,7 +122,9 @@ class PodDemand:
         return (c for c in self.containers if c.gpu)
 
 
-def iter_containers(spec: Mapping[str, Any], prefix: FieldPath) -> Iterator[tuple[FieldPath, Role, Mapping[str, Any]]]:
+def iter_containers(
+    spec: Mapping[str, Any], prefix: FieldPath
+) -> Iterator[tuple[FieldPath, Role, Mapping[str, Any]]]:
     for key, default_role in (("initContainers", "init"), ("containers", "app"),
                               ("ephemeralContainers", "ephemeral")):
         items = spec.get(key)

@@ -1,0 +1,88 @@
+"""The rule registry: one module per rule id, listed here explicitly.
+
+A rule module has `ID` (kebab-case, stable), `INTRINSIC` (True when the rule states a fact that
+does not depend on policy settings, such as the apiserver's own checks: it then runs once per
+pod, attributed to the strictest governing policy) and `check(view, policy, context)` yielding
+Findings. Its docstring carries PASS/FAIL examples and is the rule's documentation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Protocol
+
+from policies.context import Context
+from policies.decision import Finding
+from policies.model import GPUPolicy
+from policies.rules import (
+    gpu_max_per_container,
+    gpu_max_per_pod,
+    gpu_model_not_allowed,
+    gpu_no_matching_hardware,
+    gpu_quantity_not_integer,
+    gpu_request_limit_mismatch,
+    gpu_request_without_limit,
+    gpu_resource_not_allowed,
+    gpu_sharing_modes_mixed,
+    gpu_zero_request,
+    gpushare_count_resource,
+    mig_count_over_geometry,
+    mig_instances_over_policy,
+    mig_mixed_with_whole_gpu,
+    mig_multiple_per_container,
+    mig_profile_not_allowed,
+    mig_profile_unknown,
+    privileged_gpu_container,
+    shared_core_invalid,
+    shared_memory_over_device,
+    shared_memory_over_policy,
+    visible_devices_bypass,
+)
+from policies.view import PodView
+
+
+class Rule(Protocol):
+    ID: str
+    INTRINSIC: bool
+
+    def check(self, view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]: ...
+
+
+_MODULES: tuple[ModuleType, ...] = (
+    gpu_quantity_not_integer,
+    gpu_request_without_limit,
+    gpu_request_limit_mismatch,
+    gpu_zero_request,
+    gpu_resource_not_allowed,
+    gpu_max_per_pod,
+    gpu_max_per_container,
+    gpu_model_not_allowed,
+    gpu_sharing_modes_mixed,
+    gpushare_count_resource,
+    mig_profile_unknown,
+    mig_profile_not_allowed,
+    mig_instances_over_policy,
+    mig_count_over_geometry,
+    mig_mixed_with_whole_gpu,
+    mig_multiple_per_container,
+    shared_memory_over_device,
+    shared_memory_over_policy,
+    shared_core_invalid,
+    visible_devices_bypass,
+    privileged_gpu_container,
+    gpu_no_matching_hardware,
+)
+
+RULES: dict[str, ModuleType] = {m.ID: m for m in _MODULES}
+INTRINSIC_RULES = tuple(m for m in _MODULES if m.INTRINSIC)
+POLICY_RULES = tuple(m for m in _MODULES if not m.INTRINSIC)
+# Rules that are not modules: they come from mutation and from reading the input.
+OTHER_RULE_IDS = ("node-selector-conflict", "pod-spec-malformed")
+
+
+def get(rule_id: str) -> ModuleType:
+    try:
+        return RULES[rule_id]
+    except KeyError:
+        raise ValueError(f'no such rule: "{rule_id}"') from None

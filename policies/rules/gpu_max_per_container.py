@@ -1,0 +1,31 @@
+"""gpu-max-per-container: whole devices per container stay within `rules.maxGPUsPerContainer`.
+
+FAIL (maxGPUsPerContainer: 4): `limits: {nvidia.com/gpu: 8}`
+PASS: `limits: {nvidia.com/gpu: 4}`
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from policies.context import Context
+from policies.decision import Finding
+from policies.model import GPUPolicy
+from policies.resources import WHOLE_DEVICE
+from policies.view import PodView
+
+ID = "gpu-max-per-container"
+INTRINSIC = False
+
+
+def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
+    limit = policy.spec.rules.max_gpus_per_container
+    if limit is None:
+        return
+    for container in view.demand.containers:
+        for name, amount in container.amounts.items():
+            if name in WHOLE_DEVICE and amount.value > limit:
+                yield Finding(
+                    ID, f"container {container.name!r} asks for {amount.value} {name}; "
+                    f"at most {limit} allowed", amount.path,
+                )

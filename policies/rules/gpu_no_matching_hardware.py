@@ -1,0 +1,34 @@
+"""gpu-no-matching-hardware (`rules.requireHardwareMatch`): at least one node must be able to
+run the pod after injection, or it would stay Pending forever. The message gives each pool and
+why it fails. Needs an inventory (a Node watch or `--inventory`); without one the catalog rules
+(mig-profile-unknown, shared-memory-over-device, mig-count-over-geometry) stand in.
+
+FAIL: `nvidia.com/mig-1g.10gb: 1` in a cluster whose only GPU pool is H200 in mixed strategy
+PASS: `nvidia.com/gpu: 1` with the toleration of a tainted H100 pool
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from policies.context import Context
+from policies.decision import Finding
+from policies.hardware import verdicts
+from policies.model import GPUPolicy
+from policies.view import PodView
+
+ID = "gpu-no-matching-hardware"
+INTRINSIC = False
+
+
+def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
+    rules = policy.spec.rules
+    inventory = context.inventory
+    if not rules.require_hardware_match or inventory is None or not view.demand.gpu:
+        return
+    allowed = [rules.allowed_models] if rules.allowed_models is not None else []
+    results = verdicts(view, inventory.pools, allowed_models=allowed)
+    if any(v.fits for v in results):
+        return
+    detail = "; ".join(v.describe() for v in results) or "the inventory has no nodes"
+    yield Finding(ID, f"no node can run this pod: {detail}", view.at("containers"))

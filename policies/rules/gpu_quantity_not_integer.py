@@ -1,0 +1,40 @@
+"""gpu-quantity-not-integer: accelerator quantities must be whole, non-negative numbers.
+
+The apiserver refuses `nvidia.com/gpu: 0.5` (`must be an integer`) for every extended resource.
+FAIL: `limits: {nvidia.com/gpu: 0.5}`, `limits: {aliyun.com/gpu-mem: 5.5}`,
+  `limits: {nvidia.com/gpu: -1}`
+PASS: `limits: {nvidia.com/gpu: 1}`, `limits: {nvidia.com/gpu: "1000m"}`
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from policies.context import Context
+from policies.decision import Finding
+from policies.model import GPUPolicy
+from policies.quantity import QuantityError, parse_quantity
+from policies.rules._common import accelerator_names, sections
+from policies.view import PodView
+
+ID = "gpu-quantity-not-integer"
+INTRINSIC = True
+HINT = ("for a share of a GPU use a MIG profile, HAMi nvidia.com/gpumem / nvidia.com/gpucores, "
+        "or a memory unit (aliyun.com/gpu-mem is in GiB)")
+
+
+def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
+    for container in view.demand.containers:
+        for section, values in sections(container):
+            for name in accelerator_names(values):
+                path = (*container.path, "resources", section, name)
+                raw = values[name]
+                try:
+                    value = parse_quantity(raw)
+                except QuantityError:
+                    yield Finding(ID, f"{raw!r} is not a quantity", path)
+                    continue
+                if value < 0:
+                    yield Finding(ID, f"{raw}: must be greater than or equal to 0", path)
+                elif value.denominator != 1:
+                    yield Finding(ID, f"{raw}: must be an integer; {HINT}", path)

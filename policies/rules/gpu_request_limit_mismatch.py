@@ -1,0 +1,38 @@
+"""gpu-request-limit-mismatch: extended resources cannot be overcommitted: request == limit.
+
+FAIL: `requests: {nvidia.com/gpu: 1}, limits: {nvidia.com/gpu: 2}`
+PASS: `requests: {nvidia.com/gpu: 2}, limits: {nvidia.com/gpu: "2"}`
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from policies.context import Context
+from policies.decision import Finding
+from policies.model import GPUPolicy
+from policies.quantity import QuantityError, parse_quantity
+from policies.rules._common import accelerator_names, sections
+from policies.view import PodView
+
+ID = "gpu-request-limit-mismatch"
+INTRINSIC = True
+
+
+def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
+    for container in view.demand.containers:
+        found = dict(sections(container))
+        requests, limits = found.get("requests", {}), found.get("limits", {})
+        for name in accelerator_names(requests):
+            if name not in limits:
+                continue
+            try:
+                equal = parse_quantity(requests[name]) == parse_quantity(limits[name])
+            except QuantityError:
+                continue  # gpu-quantity-not-integer says why
+            if not equal:
+                yield Finding(
+                    ID,
+                    f"request {requests[name]} must be equal to {name} limit of {limits[name]}",
+                    (*container.path, "resources", "requests", name),
+                )

@@ -1,0 +1,35 @@
+"""gpu-request-without-limit: a request for an extended resource needs a limit.
+
+The apiserver does not derive a limit from a request: `Limit must be set for non overcommitable
+resources`. (A limit alone is fine: requests are copied from it.)
+FAIL: `requests: {nvidia.com/gpu: 1}` and no limit
+PASS: `limits: {nvidia.com/gpu: 1}`
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from policies.context import Context
+from policies.decision import Finding
+from policies.model import GPUPolicy
+from policies.rules._common import accelerator_names, sections
+from policies.view import PodView
+
+ID = "gpu-request-without-limit"
+INTRINSIC = True
+
+
+def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
+    for container in view.demand.containers:
+        found = dict(sections(container))
+        requests, limits = found.get("requests", {}), found.get("limits", {})
+        for name in accelerator_names(requests):
+            if name not in limits:
+                yield Finding(
+                    ID,
+                    f"{name} is requested ({requests[name]}) without a limit; the API server "
+                    "refuses it (Limit must be set for non overcommitable resources): "
+                    f"set limits.{name} to the same value",
+                    (*container.path, "resources", "requests", name),
+                )

@@ -1,0 +1,47 @@
+"""shared-memory-over-device: a shared-GPU memory request must fit on ONE device of the model
+the pod targets. gpushare/cGPU sums `aliyun.com/gpu-mem` (GiB) over the pod's containers and
+needs one GPU with that much free (`Insufficient GPU Memory in one device`); HAMi
+`nvidia.com/gpumem` and Volcano `volcano.sh/vgpu-memory` are MB per GPU per container.
+
+FAIL: `aliyun.com/gpu-mem: 30` with `nodeSelector: {aliyun.accelerator/nvidia_name: NVIDIA-A10}`
+PASS: `aliyun.com/gpu-mem: 16` there
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from fractions import Fraction
+
+from policies.context import Context
+from policies.decision import Finding
+from policies.model import GPUPolicy
+from policies.rules._common import targeted_products
+from policies.view import PodView
+
+ID = "shared-memory-over-device"
+INTRINSIC = True
+PER_CONTAINER_MB = ("nvidia.com/gpumem", "volcano.sh/vgpu-memory", "volcano.sh/gpu-memory")
+
+
+def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
+    models = [m for m in map(context.catalog.lookup, targeted_products(view.spec)) if m]
+    if not models:
+        return
+    gib = sum((c.amount("aliyun.com/gpu-mem") for c in view.demand.containers
+               if c.role == "app"), Fraction(0))
+    for model in models:
+        device_gib = Fraction(model.memory_mib, 1024)
+        if gib > device_gib:
+            yield Finding(
+                ID, f"aliyun.com/gpu-mem {gib} GiB (summed over the pod's containers) is more "
+                f"than one {model.name} has ({float(device_gib):.1f} GiB)",
+                view.at("containers"),
+            )
+        for container in view.demand.containers:
+            for name in PER_CONTAINER_MB:
+                amount = container.amounts.get(name)
+                if amount is not None and amount.value > model.memory_mib:
+                    yield Finding(
+                        ID, f"{name} {amount.value} MB is more than one {model.name} has "
+                        f"({model.memory_mib} MiB)", amount.path,
+                    )

@@ -1,0 +1,40 @@
+"""visible-devices-bypass: a container that requests no GPU must not set NVIDIA_VISIBLE_DEVICES
+to devices (`all`, indexes, UUIDs): on a node whose default runtime is NVIDIA's it would use
+GPUs that the device plugin gave to other pods. Ephemeral (debug) containers too.
+
+FAIL: no GPU resource and env `NVIDIA_VISIBLE_DEVICES=all`
+PASS: `NVIDIA_VISIBLE_DEVICES=none`; a container that requests `nvidia.com/gpu`
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from policies.context import Context
+from policies.decision import Finding
+from policies.model import GPUPolicy
+from policies.view import PodView
+
+ID = "visible-devices-bypass"
+INTRINSIC = False
+NAME = "NVIDIA_VISIBLE_DEVICES"
+NO_DEVICES = frozenset({"none", "void", ""})
+
+
+def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
+    if not policy.spec.rules.deny_visible_devices_bypass:
+        return
+    for container in view.demand.containers:
+        if container.gpu:
+            continue
+        env = container.spec.get("env")
+        for index, var in enumerate(env if isinstance(env, list) else ()):
+            if not isinstance(var, dict) or var.get("name") != NAME or "value" not in var:
+                continue
+            value = str(var.get("value") or "")
+            if value.strip().lower() not in NO_DEVICES:
+                yield Finding(
+                    ID, f"container {container.name!r} requests no GPU but sets {NAME}={value}: "
+                    "request a GPU resource or set it to none",
+                    (*container.path, "env", index, "value"),
+                )
