@@ -1,0 +1,55 @@
+{{/*
+CEL for the webhooks' matchConditions: true when an object carries a GPU resource (a key with
+one of webhooks.gpuResourcePrefixes in any container's requests or limits) or an env var
+NVIDIA_VISIBLE_DEVICES, in any of its pod specs. Every step is guarded with has(): an error in a
+match condition would refuse the request under failurePolicy Fail.
+*/}}
+
+{{/* A container `c` that makes an object GPU-related. */}}
+{{- define "gpupolicy.cel.container" -}}
+{{- $alts := list -}}
+{{- range .Values.webhooks.gpuResourcePrefixes -}}
+{{- $alts = append $alts (regexQuoteMeta .) -}}
+{{- end -}}
+(has(c.resources) && [has(c.resources.requests) ? c.resources.requests : {}, has(c.resources.limits) ? c.resources.limits : {}].exists(m, m.exists(r, r.matches(r'^({{ join "|" $alts }})')))) || (has(c.env) && c.env.exists(e, e.name == 'NVIDIA_VISIBLE_DEVICES'))
+{{- end -}}
+
+{{/* A pod spec at CEL expression `.ps`: its containers and init containers. */}}
+{{- define "gpupolicy.cel.podSpec" -}}
+((has({{ .ps }}.containers) ? {{ .ps }}.containers : []) + (has({{ .ps }}.initContainers) ? {{ .ps }}.initContainers : [])).exists(c, {{ include "gpupolicy.cel.container" .root }})
+{{- end -}}
+
+{{/*
+Walk a dot path (`spec.template.spec`, `*` = every map value, `name[]` = every list item) from
+CEL expression `.expr`, guarding each step, and test the pod spec at its end.
+*/}}
+{{- define "gpupolicy.cel.walk" -}}
+{{- if not .path -}}
+{{ include "gpupolicy.cel.podSpec" (dict "ps" .expr "root" .root) }}
+{{- else -}}
+{{- $head := first .path -}}
+{{- $rest := rest .path -}}
+{{- if eq $head "*" -}}
+{{- $k := printf "k%d" (int .depth) -}}
+{{ .expr }}.exists({{ $k }}, {{ include "gpupolicy.cel.walk" (dict "expr" (printf "%s[%s]" .expr $k) "path" $rest "depth" (add1 .depth) "root" .root) }})
+{{- else if hasSuffix "[]" $head -}}
+{{- $field := printf "%s.%s" .expr (trimSuffix "[]" $head) -}}
+{{- $i := printf "i%d" (int .depth) -}}
+has({{ $field }}) && {{ $field }}.exists({{ $i }}, {{ include "gpupolicy.cel.walk" (dict "expr" $i "path" $rest "depth" (add1 .depth) "root" .root) }})
+{{- else -}}
+{{- $next := printf "%s.%s" .expr $head -}}
+has({{ $next }}) && ({{ include "gpupolicy.cel.walk" (dict "expr" $next "path" $rest "depth" .depth "root" .root) }})
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The matchConditions block for a list of pod-spec dot paths (`.paths`). */}}
+{{- define "gpupolicy.matchConditions" -}}
+{{- $terms := list -}}
+{{- range .paths -}}
+{{- $terms = append $terms (printf "(%s)" (include "gpupolicy.cel.walk" (dict "expr" "object" "path" (splitList "." .) "depth" 0 "root" $.root))) -}}
+{{- end -}}
+matchConditions:
+  - name: gpu-related
+    expression: {{ join " || " $terms | quote }}
+{{- end -}}
