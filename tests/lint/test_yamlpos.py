@@ -1,0 +1,177 @@
+"""The fast reader: same objects as yaml.safe_load, positions of fields, problems as data."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import yaml
+
+from webhook.yamlpos import read_stream
+
+POD_LIST = """\
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: a}
+- apiVersion: v1
+  kind: Pod
+  spec:
+    containers:
+      - name: c
+        resources:
+          limits:
+            nvidia.com/gpu: 1
+"""
+
+ANCHORS = """\
+base: &base
+  cpu: 1
+d:
+  <<: *base
+  gpu: 2
+"""
+
+
+@pytest.mark.parametrize(("text", "path", "expected"), [
+    ("a: 1\n", (), (1, 1)),
+    ("a: 1\nb:\n  c: 2\n", ("b", "c"), (3, 3)),
+    ("a: 1\nb:\n  c: 2\n", ("b", "c", "missing", 4), (3, 3)),  # deepest existing prefix
+    ("a: 1\nb:\n  c: 2\n", ("nope",), (1, 1)),
+    ("l:\n- x\n- y\n", ("l", 1), (3, 3)),
+    ("l:\n- x\n- y\n", ("l", 7), (1, 1)),
+    ("l: [x, {k: v}]\n", ("l", 1, "k"), (1, 9)),
+    (POD_LIST, ("items", 1, "spec", "containers", 0, "resources", "limits"), (13, 11)),
+    (POD_LIST, ("items", 1, "spec", "containers", 0, "resources", "limits", "nvidia.com/gpu"),
+     (14, 13)),
+    (POD_LIST, ("items", 0, "metadata", "name"), (6, 14)),
+    ("---\n# c\nx: 1\n---\ny:\n  z: 2\n", ("y", "z"), (6, 3)),
+    ("a: 1\na: 2\n", ("a",), (2, 1)),  # the last duplicate wins, as in the dict
+    (ANCHORS, ("d", "gpu"), (5, 3)),
+    ('{"a": {"b": [1, 2]}}', ("a", "b", 1), (1, 17)),
+])
+def test_position(text: str, path: tuple[str | int, ...], expected: tuple[int, int]) -> None:
+    stream = read_stream(text.encode())
+    doc = stream.documents[-1]
+    assert doc.position(path) == expected
+
+
+@pytest.mark.parametrize(("data", "rule", "line", "column"), [
+    (b"a: 1\nb: 2\na: 3\n", "yaml-duplicate-key", 3, 1),
+    (b"x:\n  env:\n  - name: A\n    name: B\n", "yaml-duplicate-key", 4, 5),
+    (b"a: ok\nb: \xff\xfe\n", "yaml-encoding", 2, 4),
+    (b"a:\n\tb: 1\n", "yaml-tab", 2, 1),
+    (b"a:\n  b: 1\n\t\n", "yaml-tab", 3, 1),
+    (b"a: [1, 2\n", "yaml-syntax", 2, 1),
+    (b"a: b: c\n", "yaml-syntax", 1, 5),
+    (b"a: \x07\n", "yaml-syntax", 1, 4),
+    (b"a: !custom 1\n", "yaml-syntax", 1, 4),
+    (b"a: &x [*x]\n", "yaml-alias", 1, 4),
+    (b"? [a]\n: 1\n", "yaml-syntax", 1, 3),
+    (b"a: 1\n---\nb: {\n", "yaml-syntax", 4, 1),
+])
+def test_problem(data: bytes, rule: str, line: int, column: int) -> None:
+    problems = read_stream(data).problems
+    assert [(p.rule, p.line, p.column) for p in problems] == [(rule, line, column)]
+
+
+@pytest.mark.parametrize("data", [
+    "".join(" " * i + f"k{i}:\n" for i in range(3000)).encode(),
+    b"[" * 900 + b"]" * 900,
+    b"[" * 5000 + b"]" * 5000,
+])
+def test_deep_nesting_is_a_problem_not_a_crash(data: bytes) -> None:
+    stream = read_stream(data)
+    assert [p.rule for p in stream.problems] == ["yaml-syntax"]
+    assert "nesting" in stream.problems[0].message
+
+
+def test_alias_bomb_is_refused_quickly() -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    stream = read_stream("\n".join(lines).encode())
+    assert [p.rule for p in stream.problems] == ["yaml-alias"]
+    assert stream.documents == []
+
+
+@pytest.mark.parametrize(("text", "objects"), [
+    (POD_LIST, [("items", 0), ("items", 1)]),
+    ("kind: PodList\nitems:\n- kind: Pod\n- 3\n", [("items", 0)]),
+    ("kind: Pod\n", [()]),
+    ("- a\n", []),
+    ("", []),
+    ("---\n---\nkind: Pod\n", [()]),
+])
+def test_objects(text: str, objects: list[tuple[str | int, ...]]) -> None:
+    found = [prefix for d in read_stream(text).documents for prefix, _ in d.objects()]
+    assert found == objects
+
+
+@pytest.mark.parametrize("text", [
+    "a: 1\n---\nb: [1, 2.5, true, null, ~, 0x1F, 2001-12-14, '3']\n",
+    ANCHORS, POD_LIST, "{}\n", "---\n...\n", "\ufeffa: 1\n", "a: !!binary aGk=\n",
+])
+def test_same_objects_as_pyyaml(text: str) -> None:
+    expected = [d for d in yaml.safe_load_all(text) if d is not None]
+    stream = read_stream(text.encode("utf-8"))
+    assert stream.problems == []
+    assert [d.data for d in stream.documents if d.data is not None] == expected
+
+
+def test_positions_index_covers_every_field() -> None:
+    doc = read_stream(POD_LIST).documents[0]
+    index = doc.positions()
+    for path, where in index.items():
+        assert doc.position(path) == where
+    assert index[("items", 1, "spec", "containers", 0, "name")] == (11, 9)
+
+
+@pytest.mark.corpus
+def test_corpus_reads_like_pyyaml(corpus_dir: Path) -> None:
+    """Every corpus file gives PyYAML's objects; only the duplicate-key files get a problem."""
+    duplicates = 0
+    for path in sorted(corpus_dir.rglob("*.y*ml")):
+        stream = read_stream(path.read_bytes())
+        assert {p.rule for p in stream.problems} <= {"yaml-duplicate-key"}, path
+        duplicates += bool(stream.problems)
+        expected = [d for d in yaml.load_all(path.read_bytes(), Loader=yaml.CSafeLoader)]
+        assert [d.data for d in stream.documents] == expected, path
+    assert duplicates == 5  # corpus/SOURCES.md: 5 kubernetes-examples files repeat keys
+
+
+def _mutations(seed: int, texts: list[bytes], count: int) -> list[bytes]:
+    rng = random.Random(seed)
+    alphabet = [b"\t", b" ", b":", b"-", b"\n", b"[", b"{", b"}", b"&a", b"*a", b"<<", b"'",
+                b'"', b"#", b"\xff", b"\x00", b"---\n", b"? ", b"!!int", b"|", b">", b"\xc3"]
+    out = []
+    for _ in range(count):
+        data = bytearray(rng.choice(texts))
+        for _ in range(rng.randint(1, 6)):
+            at = rng.randrange(len(data) + 1)
+            choice = rng.random()
+            if choice < 0.5:
+                data[at:at] = rng.choice(alphabet)
+            elif choice < 0.8:
+                del data[at : at + rng.randint(1, 8)]
+            else:
+                data[at:at] = data[rng.randrange(len(data) + 1):][:20]
+        out.append(bytes(data))
+    return out
+
+
+FUZZ_SEEDS = [POD_LIST.encode(), ANCHORS.encode(), b"a: 1\n---\n- [x, {y: z}]\n"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fuzz_never_raises(seed: int) -> None:
+    for data in _mutations(seed, FUZZ_SEEDS, 1500):
+        stream = read_stream(data)
+        for doc in stream.documents:
+            doc.positions()
+            doc.position(("items", 1, "spec", "containers", 0, "resources"))
+            list(doc.objects())
+        for problem in stream.problems:
+            assert problem.line >= 1 and problem.column >= 1, (data, problem)

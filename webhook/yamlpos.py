@@ -1,0 +1,316 @@
+"""Fast YAML reader for the linter: plain dicts and lists plus the line and column of every field.
+
+libyaml (PyYAML's CSafeLoader) composes the node tree in C; we build the objects from the nodes
+ourselves, in one pass that also catches what PyYAML lets through but Kubernetes refuses
+(duplicate keys) and what would hang or crash a consumer (recursive or exploding aliases).
+Positions are looked up in the node tree only when a finding needs one, so a clean file pays
+nothing for them. Problems are data (`SyntaxProblem`), never exceptions: any input gives a result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from policies.paths import FieldPath
+
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_STR = "tag:yaml.org,2002:str"
+_MERGE = "tag:yaml.org,2002:merge"
+# An alias re-uses a node; a consumer walking the built object sees each use. Past this many
+# expanded nodes per document the input is an alias bomb, refused like the API server does.
+MAX_EXPANDED_NODES = 1_000_000
+
+Position = tuple[int, int]  # 1-based line and column
+
+SYNTAX = "yaml-syntax"
+DUPLICATE_KEY = "yaml-duplicate-key"
+TAB = "yaml-tab"
+ENCODING = "yaml-encoding"
+ALIAS = "yaml-alias"
+RULE_HELP = {
+    SYNTAX: "The file is not valid YAML; Kubernetes tooling cannot read it.",
+    DUPLICATE_KEY: "A mapping repeats a key. PyYAML keeps the last value silently, while "
+                   "kubectl and the API server refuse the object.",
+    TAB: "A tab character is used for indentation; YAML allows only spaces there.",
+    ENCODING: "The file is not UTF-8 text.",
+    ALIAS: "An alias refers to itself or expands to an enormous document.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SyntaxProblem:
+    rule: str
+    message: str
+    line: int
+    column: int
+    document: int  # 1-based index in the stream, 0 for the file as a whole
+
+
+@dataclass(slots=True)
+class Document:
+    index: int  # 1-based within the stream
+    data: Any
+    node: yaml.Node = field(repr=False)
+
+    @property
+    def line(self) -> int:
+        return int(self.node.start_mark.line) + 1
+
+    def position(self, path: FieldPath) -> Position:
+        """Where `path` is written, or its deepest prefix that is: a mapping entry is reported
+        at its key, a sequence item at its first character."""
+        node = self.node
+        where = _mark(node)
+        for part in path:
+            found = _child(node, part)
+            if found is None:
+                break
+            where, node = found
+        return where
+
+    def positions(self) -> dict[FieldPath, Position]:
+        """The whole index, FieldPath -> position (each node once, even when aliased)."""
+        index: dict[FieldPath, Position] = {(): _mark(self.node)}
+        seen: set[int] = set()
+        stack: list[tuple[FieldPath, yaml.Node]] = [((), self.node)]
+        while stack:
+            path, node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if isinstance(node, yaml.MappingNode):
+                for key, value in node.value:
+                    sub = (*path, _key_of(key))
+                    index.setdefault(sub, _mark(key))
+                    stack.append((sub, value))
+            elif isinstance(node, yaml.SequenceNode):
+                for i, item in enumerate(node.value):
+                    index.setdefault((*path, i), _mark(item))
+                    stack.append(((*path, i), item))
+        return index
+
+    def objects(self) -> Iterator[tuple[FieldPath, dict[str, Any]]]:
+        """The Kubernetes objects in this document with their path in it: `kind: List` (and
+        `PodList` …) items come out one by one under ("items", i)."""
+        yield from _flatten((), self.data)
+
+
+@dataclass(slots=True)
+class Stream:
+    documents: list[Document]
+    problems: list[SyntaxProblem]
+    text: str = ""
+
+
+def read_stream(data: bytes | str) -> Stream:
+    """Every document of a YAML/JSON stream and every problem found; never raises."""
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            line, column = _line_col(data[: exc.start].decode("utf-8", "replace"), None)
+            byte = data[exc.start : exc.start + 1].hex()
+            return Stream([], [SyntaxProblem(
+                ENCODING, f"not UTF-8: byte 0x{byte} cannot be decoded", line, column, 0)])
+    else:
+        text = data.removeprefix("\ufeff")
+    stream = Stream([], [], text)
+    loader = _Loader(text)
+    index = 0
+    aliases = "&" in text  # without an anchor there is no alias to check
+    try:
+        while loader.check_node():
+            index += 1
+            node = loader.get_node()
+            if node is None:
+                continue
+            builder = _Builder(loader, index, stream.problems)
+            try:
+                if aliases:
+                    builder.check_size(node)
+                value = builder.build(node)
+            except _Refused:
+                continue
+            except RecursionError:
+                where = _mark(node)
+                stream.problems.append(SyntaxProblem(
+                    SYNTAX, "nesting too deep", where[0], where[1], index))
+                continue
+            stream.documents.append(Document(index, value, node))
+    except yaml.YAMLError as exc:
+        stream.problems.append(_problem_of(exc, text, max(index, 1)))
+    except RecursionError:  # a pathological stream; libyaml itself limits flow nesting
+        stream.problems.append(SyntaxProblem(SYNTAX, "nesting too deep", 1, 1, max(index, 1)))
+    finally:
+        loader.dispose()
+    return stream
+
+
+class _Refused(Exception):
+    """The document cannot be used; its problem is already recorded."""
+
+
+class _Builder:
+    """Nodes -> plain Python values, as yaml.safe_load would make them, plus checks."""
+
+    def __init__(self, loader: Any, document: int, problems: list[SyntaxProblem]) -> None:
+        self.loader = loader
+        self.document = document
+        self.problems = problems
+        self.done: dict[int, Any] = {}
+
+    def refuse(self, rule: str, message: str, node: yaml.Node) -> _Refused:
+        line, column = _mark(node)
+        self.problems.append(SyntaxProblem(rule, message, line, column, self.document))
+        return _Refused()
+
+    def check_size(self, root: yaml.Node) -> None:
+        """Count the nodes a consumer would walk; refuse cycles and alias bombs first."""
+        sizes: dict[int, int] = {}
+        state: dict[int, int] = {}  # 1 = on the stack, 2 = done
+        stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+        while stack:
+            node, leaving = stack.pop()
+            key = id(node)
+            children = _children(node)
+            if leaving:
+                sizes[key] = 1 + sum(sizes[id(c)] for c in children)
+                state[key] = 2
+                if sizes[key] > MAX_EXPANDED_NODES:
+                    raise self.refuse(ALIAS, "aliases expand this document to more than "
+                                      f"{MAX_EXPANDED_NODES} values", root)
+                continue
+            if state.get(key) == 2:
+                continue
+            if state.get(key) == 1:
+                raise self.refuse(ALIAS, "an alias refers to a node that contains it", node)
+            state[key] = 1
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if state.get(id(c)) != 2)
+
+    def build(self, node: yaml.Node) -> Any:
+        key = id(node)
+        if key in self.done:
+            return self.done[key]
+        if isinstance(node, yaml.ScalarNode):
+            value = self.scalar(node)
+        elif isinstance(node, yaml.SequenceNode):
+            value = [self.build(item) for item in node.value]
+        else:
+            value = self.mapping(node)
+        self.done[key] = value
+        return value
+
+    def scalar(self, node: yaml.ScalarNode) -> Any:
+        if node.tag == _STR:
+            return node.value
+        construct = self.loader.yaml_constructors.get(node.tag)
+        if construct is None:
+            raise self.refuse(SYNTAX, f"unknown tag {node.tag!r}", node)
+        try:
+            return construct(self.loader, node)
+        except (yaml.YAMLError, ValueError, OverflowError) as exc:
+            raise self.refuse(SYNTAX, f"bad {node.tag.rsplit(':', 1)[-1]} value: {exc}",
+                              node) from None
+
+    def mapping(self, node: yaml.Node) -> dict[Any, Any]:
+        if not isinstance(node, yaml.MappingNode):
+            raise self.refuse(SYNTAX, f"unexpected node {type(node).__name__}", node)
+        seen: dict[Any, yaml.Node] = {}
+        merge = False
+        for key_node, _ in node.value:
+            if key_node.tag == _MERGE:
+                merge = True
+                continue
+            key = self.build(key_node)
+            if isinstance(key, list | dict):
+                raise self.refuse(SYNTAX, "a mapping key must be a scalar", key_node)
+            if key in seen:
+                first = _mark(seen[key])[0]
+                line, column = _mark(key_node)
+                self.problems.append(SyntaxProblem(
+                    DUPLICATE_KEY, f"duplicate key {key!r} (first on line {first}); "
+                    "Kubernetes refuses the object", line, column, self.document))
+            seen[key] = key_node
+        if merge:
+            try:  # `<<: *defaults` as yaml.safe_load does it (the node is rewritten in place)
+                self.loader.flatten_mapping(node)
+            except yaml.YAMLError as exc:
+                raise self.refuse(SYNTAX, str(getattr(exc, "problem", exc)), node) from None
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            out[self.build(key_node)] = self.build(value_node)
+        return out
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _mark(node: yaml.Node) -> Position:
+    return int(node.start_mark.line) + 1, int(node.start_mark.column) + 1
+
+
+def _key_of(node: yaml.Node) -> str | int:
+    return node.value if isinstance(node.value, str) else str(node.value)
+
+
+def _child(node: yaml.Node, part: str | int) -> tuple[Position, yaml.Node] | None:
+    if isinstance(node, yaml.MappingNode):
+        found = None
+        wanted = str(part)
+        for key, value in node.value:  # the last one wins, as in the built dict
+            if isinstance(key, yaml.ScalarNode) and key.value == wanted:
+                found = (_mark(key), value)
+        return found
+    if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and (
+        0 <= part < len(node.value)
+    ):
+        item = node.value[part]
+        return _mark(item), item
+    return None
+
+
+def _flatten(prefix: FieldPath, data: Any) -> Iterator[tuple[FieldPath, dict[str, Any]]]:
+    if not isinstance(data, dict):
+        return
+    kind = data.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and isinstance(data.get("items"), list):
+        for i, item in enumerate(data["items"]):
+            yield from _flatten((*prefix, "items", i), item)
+    else:
+        yield prefix, data
+
+
+def _line_col(text: str, offset: int | None) -> Position:
+    before = text if offset is None else text[:offset]
+    line = before.count("\n") + 1
+    return line, len(before) - (before.rfind("\n") + 1) + 1
+
+
+def _problem_of(exc: yaml.YAMLError, text: str, document: int) -> SyntaxProblem:
+    if isinstance(exc, yaml.reader.ReaderError):
+        line, column = _line_col(text, exc.position)
+        char = exc.character
+        shown = f"{char:#x}" if isinstance(char, int) else repr(char)
+        return SyntaxProblem(SYNTAX, f"{exc.reason} (character {shown})", line, column, document)
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    line, column = (int(mark.line) + 1, int(mark.column) + 1) if mark is not None else (1, 1)
+    problem = getattr(exc, "problem", None) or str(exc)
+    context = getattr(exc, "context", None)
+    message = f"{problem} ({context})" if context else str(problem)
+    lines = text.split("\n")
+    source_line = lines[line - 1] if 0 < line <= len(lines) else ""
+    indent = source_line[: len(source_line) - len(source_line.lstrip(" \t"))]
+    if "\t" in indent or "tab" in str(problem):
+        return SyntaxProblem(TAB, "tab character in indentation; YAML indents with spaces only",
+                             line, column, document)
+    return SyntaxProblem(SYNTAX, message, line, column, document)
