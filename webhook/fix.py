@@ -1,0 +1,276 @@
+"""`gpupolicy lint --fix`: write the webhook's mutations into the manifest files.
+
+Only documents that change are touched; the others keep every byte. A changed document is
+loaded with ruamel.yaml's round-trip loader, patched, and dumped; then only the lines that the
+patch changed are carried into the original text (a three-way merge of original, ruamel's
+unchanged dump and ruamel's patched dump), so that quoting, flow lists and odd indentation
+elsewhere in the document survive even where ruamel would re-format them. The result is parsed
+again and must equal the object the engine produced, or the file is left alone.
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+import json
+from collections.abc import Mapping, Sequence
+from difflib import SequenceMatcher
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from policies.paths import FieldPath
+
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BOM = "\ufeff"
+
+
+class FixError(Exception):
+    pass
+
+
+def apply_edits(
+    texts: Mapping[str, bytes],
+    edits: Mapping[str, Sequence[Any]],
+    *,
+    write: bool,
+    stdout: TextIO,
+    stderr: TextIO,
+) -> int:
+    """Fix every file that has edits (lint.Edit: document, prefix, patch, mutated); with
+    write=False print a unified diff instead. Returns the number of files changed."""
+    changed = 0
+    for name, file_edits in edits.items():
+        raw = texts[name]
+        try:
+            original = raw.decode("utf-8")
+            fixed = fix_text(original, file_edits, json_file=name.endswith(".json"))
+        except (FixError, UnicodeDecodeError) as exc:
+            stderr.write(f"gpupolicy lint: {name}: not fixed: {exc}\n")
+            continue
+        if fixed == original:
+            continue
+        changed += 1
+        if write:
+            Path(name).write_text(fixed, encoding="utf-8", newline="")
+        else:
+            stdout.writelines(difflib.unified_diff(
+                original.splitlines(keepends=True), fixed.splitlines(keepends=True),
+                fromfile=_diff_name("a", name), tofile=_diff_name("b", name),
+            ))
+    if write and changed:
+        stderr.write(f"gpupolicy lint: fixed {changed} file{'s' * (changed != 1)}\n")
+    return changed
+
+
+def _diff_name(side: str, name: str) -> str:
+    return name if Path(name).is_absolute() else f"{side}/{name}"
+
+
+def fix_text(text: str, edits: Sequence[Any], *, json_file: bool = False) -> str:
+    bom = _BOM if text.startswith(_BOM) else ""
+    text = text.removeprefix(_BOM)
+    if json_file or text.lstrip().startswith(("{", "[")):
+        return bom + _fix_json(text, edits)
+    lines = text.splitlines(keepends=True)
+    slices = document_slices(text, len(lines))
+    by_doc: dict[int, list[Any]] = {}
+    for edit in edits:
+        by_doc.setdefault(edit.document, []).append(edit)
+    out: list[str] = []
+    for index, (start, body_start, end) in enumerate(slices, start=1):
+        head, body = lines[start:body_start], "".join(lines[body_start:end])
+        out.extend(head)
+        out.append(fix_document(body, by_doc[index]) if index in by_doc else body)
+    return bom + "".join(out)
+
+
+def document_slices(text: str, line_count: int) -> list[tuple[int, int, int]]:
+    """(first line, first body line, end line) per document; the body excludes a bare `---`
+    line so that the marker and the comments above it stay as written."""
+    try:
+        starts = [e for e in yaml.parse(text, Loader=_Loader)
+                  if isinstance(e, yaml.DocumentStartEvent)]
+    except yaml.YAMLError as exc:
+        raise FixError(f"cannot parse: {exc}") from None
+    lines = text.splitlines()
+    marks = [int(e.start_mark.line) if e.start_mark is not None else 0 for e in starts]
+    bounds = [0, *marks[1:], line_count]
+    out = []
+    for k, event in enumerate(starts):
+        marker = marks[k]
+        bare = (event.explicit and marker < len(lines)
+                and lines[marker].split("#", 1)[0].strip() == "---")
+        out.append((bounds[k], marker + 1 if bare else max(bounds[k], marker), bounds[k + 1]))
+    return out
+
+
+def fix_document(body: str, edits: Sequence[Any]) -> str:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError as RuamelError
+    from ruamel.yaml.util import load_yaml_guess_indent
+
+    try:
+        _, indent, seq_offset = load_yaml_guess_indent(body)
+        rt = YAML(typ="rt")
+        rt.preserve_quotes = True
+        rt.width = 1 << 16  # never re-wrap long strings
+        indent = indent or 2
+        seq_offset = seq_offset or 0
+        rt.indent(mapping=max(2, indent - seq_offset) if seq_offset else indent,
+                  sequence=indent, offset=seq_offset)
+        data = rt.load(body)
+        base = _dump(rt, data)
+        for edit in edits:
+            target = _walk(data, edit.prefix)
+            for op in edit.patch:
+                _apply(target, op)
+        new = _dump(rt, data)
+    except RuamelError as exc:
+        raise FixError(str(exc).splitlines()[0]) from None
+    merged = merge(body, base, new)
+    for candidate in (merged, new):
+        if candidate is not None and _verify(candidate, edits):
+            return candidate
+    raise FixError("the patched document does not match what the webhook would produce")
+
+
+def _dump(rt: Any, data: Any) -> str:
+    buffer = io.StringIO()
+    rt.dump(data, buffer)
+    return buffer.getvalue()
+
+
+def _verify(text: str, edits: Sequence[Any]) -> bool:
+    try:
+        data = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError:
+        return False
+    return all(_walk(data, e.prefix) == e.mutated for e in edits)
+
+
+def _walk(data: Any, path: FieldPath) -> Any:
+    for part in path:
+        data = data[part]
+    return data
+
+
+def _apply(target: Any, op: Mapping[str, Any]) -> None:
+    """One RFC 6902 operation on ruamel (or plain) containers, in place."""
+    kind = op.get("op")
+    parts = [p.replace("~1", "/").replace("~0", "~") for p in str(op["path"]).split("/")[1:]]
+    if not parts:
+        raise FixError(f"cannot {kind} the whole object")
+    parent = target
+    for part in parts[:-1]:
+        parent = parent[int(part)] if isinstance(parent, list) else parent[part]
+    last = parts[-1]
+    value = op.get("value")
+    if isinstance(parent, list):
+        index = len(parent) if last == "-" else int(last)
+        if kind == "add":
+            parent.insert(index, value)
+        elif kind == "replace":
+            parent[index] = value
+        elif kind == "remove":
+            del parent[index]
+        elif kind != "test":
+            raise FixError(f"unsupported patch operation {kind!r}")
+    elif kind in ("add", "replace"):
+        parent[last] = value
+    elif kind == "remove":
+        del parent[last]
+    elif kind != "test":
+        raise FixError(f"unsupported patch operation {kind!r}")
+
+
+def _fix_json(text: str, edits: Sequence[Any]) -> str:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FixError(f"cannot parse JSON: {exc}") from None
+    for edit in edits:
+        if edit.document != 1:
+            raise FixError("a JSON file holds one document")
+        target = _walk(data, edit.prefix)
+        for op in edit.patch:
+            _apply(target, op)
+    first = next((line for line in text.splitlines()[1:] if line.strip()), "")
+    indent = len(first) - len(first.lstrip()) or None
+    return json.dumps(data, indent=indent, ensure_ascii=False) + "\n"
+
+
+# -- three-way merge ---------------------------------------------------------------------------
+
+def merge(original: str, base: str, new: str) -> str | None:
+    """Carry the base -> new changes into original, where base is ruamel's re-dump of
+    original. None when a change falls where original and base disagree about the layout."""
+    if base == original:
+        return new
+    orig = original.splitlines(keepends=True)
+    if orig and not orig[-1].endswith("\n"):
+        orig[-1] += "\n"
+    base_lines = base.splitlines(keepends=True)
+    new_lines = new.splitlines(keepends=True)
+    to_orig = _line_map(base_lines, orig)
+    out: list[str] = []
+    cursor = 0  # next original line not yet copied
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, base_lines, new_lines,
+                                               autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        start = to_orig.get(i1) if i1 < len(base_lines) else len(orig)
+        if start is None or start < cursor:
+            return None
+        replaced = [to_orig.get(i) for i in range(i1, i2)]
+        if any(r is None for r in replaced) or replaced != list(range(start, start + i2 - i1)):
+            return None
+        out.extend(orig[cursor:start])
+        shift = _indent_shift(base_lines, orig, to_orig, i1, new_lines[j1:j2])
+        out.extend(_reindent(line, shift) for line in new_lines[j1:j2])
+        cursor = start + (i2 - i1)
+    out.extend(orig[cursor:])
+    return "".join(out)
+
+
+def _line_map(base: list[str], orig: list[str]) -> dict[int, int]:
+    """base line -> original line, for lines that are the same or only re-formatted one for
+    one (same number of lines in a changed block)."""
+    mapping: dict[int, int] = {}
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, base, orig, autojunk=False).get_opcodes():
+        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+            mapping.update({i1 + k: j1 + k for k in range(i2 - i1)})
+    return mapping
+
+
+def _indent_of(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _indent_shift(
+    base: list[str], orig: list[str], to_orig: dict[int, int], at: int, inserted: list[str]
+) -> int:
+    """How much further the original indents the block where lines are inserted: compare a
+    sibling line (same indent in base) or else the parent line in base and original."""
+    if not inserted:
+        return 0
+    level = _indent_of(inserted[0])
+    for order in (range(at - 1, -1, -1), range(at, len(base))):
+        for i in order:
+            if not base[i].strip() or base[i].lstrip().startswith("#"):
+                continue
+            depth = _indent_of(base[i])
+            if depth < level:
+                break
+            if depth == level and i in to_orig:
+                return _indent_of(orig[to_orig[i]]) - depth
+    return 0
+
+
+def _reindent(line: str, shift: int) -> str:
+    if shift > 0:
+        return " " * shift + line
+    if shift < 0 and line[: -shift].strip() == "":
+        return line[-shift:]
+    return line

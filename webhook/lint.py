@@ -1,0 +1,306 @@
+"""`gpupolicy lint [PATH ...|-]`: the engine's verdict on manifests, at the line that causes it.
+
+Each Kubernetes object goes through `policies.engine.review` exactly as the webhook would send
+it; violations and would-be mutations become report findings placed at the offending field.
+Only the standard library, PyYAML and the core are imported on this path; `--fix` loads its
+round-trip writer lazily.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from policies.paths import FieldPath, to_display
+from webhook import report, yamlpos
+from webhook.report import ReportFinding
+
+SUFFIXES = (".yaml", ".yml", ".json")
+STDIN = "-"
+MUTATION = "mutation"
+ENGINE_ERROR = "engine-error"
+LINT_RULE_HELP = {
+    MUTATION: "The admission webhook would change this object (shown with --show-mutations; "
+              "`gpupolicy lint --fix` writes the change into the file).",
+    ENGINE_ERROR: "The policy engine could not review this object; please report it.",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from webhook.sources import add_source_arguments
+
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help="files or directories (recursive: *.yaml, *.yml, *.json); - for stdin")
+    add_source_arguments(parser)
+    parser.add_argument("--namespace", "-n", metavar="NS",
+                        help="namespace of documents that name none (default: default)")
+    parser.add_argument("--format", "-f", choices=report.FORMATS, default="text")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE")
+    parser.add_argument("--show-mutations", action="store_true",
+                        help="also report what the mutating webhook would add (severity info)")
+    fix = parser.add_mutually_exclusive_group()
+    fix.add_argument("--fix", action="store_true",
+                     help="write the mutations into the files, keeping comments and layout")
+    fix.add_argument("--fix-dry-run", action="store_true",
+                     help="print the --fix changes as a unified diff, change nothing")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    parser.add_argument("--stdin-filename", metavar="NAME", default="<stdin>",
+                        help="file name to report for standard input")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="say which documents were skipped and why")
+
+
+@dataclass(slots=True)
+class Edit:
+    """The patch the webhook would apply to one object of one document."""
+
+    document: int  # 1-based index in the stream
+    prefix: FieldPath  # where the object sits in the document (("items", i) in a List)
+    patch: tuple[dict[str, Any], ...]
+    mutated: Any  # the object after the patch, as the engine computed it
+
+
+@dataclass(slots=True)
+class Result:
+    findings: list[ReportFinding] = field(default_factory=list)
+    edits: dict[str, list[Edit]] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    documents: int = 0
+
+
+class UsageError(Exception):
+    pass
+
+
+def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from policies.loading import PolicyLoadError
+    from webhook.sources import SourceError, context_from_args
+
+    try:
+        inputs = collect_inputs(args.paths, stdin_name=args.stdin_filename)
+        if args.fix and STDIN in args.paths:
+            raise UsageError("--fix cannot write to standard input; use --fix-dry-run")
+        loaded = [(name, raw if raw is not None else _read(name)) for name, raw in inputs]
+    except UsageError as exc:
+        stderr.write(f"gpupolicy lint: {exc}\n")
+        return 2
+    streams = {name: yamlpos.read_stream(raw) for name, raw in _namespace_files(loaded)}
+    try:
+        context = context_from_args(args, extra_namespaces=namespaces_in(streams.values()))
+    except (SourceError, PolicyLoadError) as exc:
+        stderr.write(f"gpupolicy lint: {exc}\n")
+        return 2
+    result = Result()
+    for name, raw in loaded:
+        stream = streams.pop(name, None) or yamlpos.read_stream(raw)
+        lint_stream(name, stream, context, result, namespace=args.namespace,
+                    show_mutations=args.show_mutations and not args.fix)
+    if args.verbose:
+        for note in result.notes:
+            stderr.write(f"{note}\n")
+    if args.fix or args.fix_dry_run:
+        from webhook import fix
+
+        fix.apply_edits(dict(loaded), result.edits, write=args.fix, stdout=stdout, stderr=stderr)
+    return emit(args, result, stdout)
+
+
+def emit(args: argparse.Namespace, result: Result, stdout: TextIO) -> int:
+    color = args.color == "always" or (
+        args.color == "auto" and not args.output and _isatty(stdout)
+        and "NO_COLOR" not in os.environ
+    )
+    text = report.render(args.format, result.findings, files=result.files, color=color,
+                         rule_help=rule_help({f.rule for f in result.findings}))
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        stdout.write(text)
+    return 1 if any(f.severity == "error" for f in result.findings) else 0
+
+
+def collect_inputs(paths: Sequence[str], *, stdin_name: str) -> list[tuple[str, bytes | None]]:
+    """(name, bytes for stdin / None for a file to read) in a stable order; a missing path or
+    an empty argument list is a usage error."""
+    if not paths:
+        raise UsageError("no input: give files, directories or - for standard input")
+    out: list[tuple[str, bytes | None]] = []
+    for path in paths:
+        if path == STDIN:
+            out.append((stdin_name, sys.stdin.buffer.read()))
+            continue
+        p = Path(path)
+        if p.is_dir():
+            out.extend((str(f), None) for f in _walk(p))
+        elif p.is_file():
+            out.append((path, None))
+        else:
+            raise UsageError(f"{path}: no such file or directory")
+    return out
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        # .git, .terraform and mounted ConfigMap internals (`..data`) are not manifests.
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            if name.endswith(SUFFIXES) and not name.startswith("."):
+                yield Path(dirpath, name)
+
+
+def _read(name: str) -> bytes:
+    try:
+        return Path(name).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{name}: cannot read: {exc.strerror or exc}") from None
+
+
+def _namespace_files(loaded: list[tuple[str, bytes]]) -> Iterator[tuple[str, bytes]]:
+    """Only files that can hold a Namespace are parsed ahead of the rest."""
+    return ((name, raw) for name, raw in loaded if b"Namespace" in raw)
+
+
+def namespaces_in(streams: Any) -> dict[str, dict[str, str]]:
+    from webhook.sources import namespace_labels
+
+    found: dict[str, dict[str, str]] = {}
+    for stream in streams:
+        for doc in stream.documents:
+            objects = [obj for _, obj in doc.objects()]
+            try:
+                found.update(namespace_labels(objects))
+            except (AttributeError, TypeError):  # labels that are not a mapping: not usable
+                continue
+    return found
+
+
+def lint_stream(
+    name: str,
+    stream: yamlpos.Stream,
+    context: Any,
+    result: Result,
+    *,
+    namespace: str | None = None,
+    show_mutations: bool = False,
+) -> None:
+    from policies.engine import namespace_of, review
+
+    result.files.append(name)
+    for problem in stream.problems:
+        result.findings.append(ReportFinding(
+            rule=problem.rule, severity="error", message=problem.message, file=name,
+            line=problem.line, column=problem.column, document=problem.document or None,
+        ))
+    for doc in stream.documents:
+        if doc.data is None:
+            continue
+        found = False
+        for prefix, obj in doc.objects():
+            if not is_kubernetes_object(obj):
+                continue
+            found = True
+            result.documents += 1
+            ns = namespace_of(obj, namespace)
+            label = object_label(obj, ns)
+            try:
+                decision = review(obj, context, namespace=ns)
+            except Exception as exc:  # a bug in a rule must not hide every other finding
+                line, column = doc.position(prefix)
+                result.findings.append(ReportFinding(
+                    rule=ENGINE_ERROR, severity="error", file=name, line=line, column=column,
+                    message=f"engine failed: {type(exc).__name__}: {exc}", object=label,
+                    document=doc.index,
+                ))
+                continue
+            for v in decision.violations:
+                line, column = doc.position((*prefix, *v.path))
+                result.findings.append(ReportFinding(
+                    rule=v.rule, severity=v.severity, message=v.message, file=name,
+                    line=line, column=column, policy=v.policy, path=v.field or None,
+                    object=label, document=doc.index,
+                ))
+            if decision.patch:
+                result.edits.setdefault(name, []).append(
+                    Edit(doc.index, prefix, decision.patch, decision.mutated))
+                if show_mutations:
+                    policy = ", ".join(decision.policies) or None
+                    for op in decision.patch:
+                        result.findings.append(mutation_finding(
+                            op, doc, prefix, name=name, label=label, policy=policy))
+        if not found:
+            result.notes.append(
+                f"{name}: document {doc.index} (line {doc.line}): skipped, not a Kubernetes "
+                "object (needs apiVersion and kind)"
+            )
+
+
+def mutation_finding(
+    op: dict[str, Any], doc: yamlpos.Document, prefix: FieldPath, *,
+    name: str, label: str, policy: str | None,
+) -> ReportFinding:
+    path = pointer_path(str(op.get("path", "")))
+    # The field being added does not exist yet: point at its parent.
+    line, column = doc.position((*prefix, *(path[:-1] if op.get("op") == "add" else path)))
+    value = json.dumps(op.get("value"), separators=(",", ":"), default=str)
+    if len(value) > 120:
+        value = value[:117] + "..."
+    verb = {"add": "add", "replace": "set", "remove": "remove"}.get(str(op.get("op")), op.get("op"))
+    shown = to_display(tuple(p for p in path if p != "-")) or "/"
+    message = f"would {verb} {shown}" + ("" if op.get("op") == "remove" else f": {value}")
+    return ReportFinding(
+        rule=MUTATION, severity="info", message=message, file=name, line=line, column=column,
+        policy=policy, path=str(op.get("path", "")), object=label, document=doc.index,
+    )
+
+
+def pointer_path(pointer: str) -> FieldPath:
+    """RFC 6901 pointer -> FieldPath; numbers become indexes (positions only look them up)."""
+    if not pointer:
+        return ()
+    parts: list[str | int] = []
+    for raw in pointer.lstrip("/").split("/"):
+        part = raw.replace("~1", "/").replace("~0", "~")
+        parts.append(int(part) if part.isdigit() else part)
+    return tuple(parts)
+
+
+def is_kubernetes_object(obj: Any) -> bool:
+    return (isinstance(obj, dict) and isinstance(obj.get("apiVersion"), str)
+            and isinstance(obj.get("kind"), str) and bool(obj["kind"]))
+
+
+def object_label(obj: dict[str, Any], namespace: str) -> str:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return f"{obj.get('kind')} {namespace}/{name or '?'}"
+
+
+def rule_help(rules: set[str]) -> dict[str, str]:
+    """Help text per rule id for SARIF: the reader's, the linter's and the engine's."""
+    known = {**yamlpos.RULE_HELP, **LINT_RULE_HELP, **_engine_rule_help()}
+    return {rule: known.get(rule, "") for rule in sorted(rules)}
+
+
+def _engine_rule_help() -> dict[str, str]:
+    """A rule module's docstring is its documentation (PASS/FAIL examples included)."""
+    from policies.rules import RULES
+
+    out = {}
+    for rule_id, module in RULES.items():
+        doc = " ".join((module.__doc__ or "").split("\n\n")[0].split())
+        out[rule_id] = doc.removeprefix(f"{rule_id}:").strip()
+    return out
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

@@ -1,0 +1,301 @@
+"""Findings for people and machines: text, json, sarif (2.1.0), junit and GitHub annotations.
+
+Generic on purpose: `gpupolicy lint` and `gpupolicy audit` both hand over a list of
+`ReportFinding`; file, line and column are optional (a cluster object has no file).
+Standard library only, so the linter's start-up stays fast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import quote
+from xml.sax.saxutils import escape, quoteattr
+
+Severity = Literal["error", "warning", "info"]
+FORMATS = ("text", "json", "sarif", "junit", "github")
+TOOL_NAME = "gpupolicy"
+TOOL_URI = "https://github.com/gpupolicy/gpupolicy"
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+@dataclass(frozen=True, slots=True)
+class ReportFinding:
+    rule: str
+    severity: Severity
+    message: str
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    policy: str | None = None
+    path: str | None = None  # display field path, `spec.containers[0].resources`
+    object: str | None = None  # `Deployment ml/train`
+    document: int | None = None  # 1-based index in its file's stream
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    def where(self) -> str:
+        parts = [self.file or self.object or "-"]
+        if self.line:
+            parts.append(str(self.line))
+            if self.column:
+                parts.append(str(self.column))
+        return ":".join(parts)
+
+
+def sort_key(finding: ReportFinding) -> tuple[Any, ...]:
+    return (finding.file or "", finding.line or 0, finding.column or 0,
+            _ORDER[finding.severity], finding.rule, finding.message)
+
+
+def counts(findings: Iterable[ReportFinding]) -> dict[str, int]:
+    out = {"error": 0, "warning": 0, "info": 0}
+    for f in findings:
+        out[f.severity] += 1
+    return out
+
+
+def render(
+    fmt: str,
+    findings: Sequence[ReportFinding],
+    *,
+    files: Sequence[str] = (),
+    color: bool = False,
+    rule_help: Mapping[str, str] | None = None,
+    version: str = "0.1.0",
+) -> str:
+    """The whole report as one string. `files` are the inputs checked (junit lists clean ones)."""
+    ordered = sorted(findings, key=sort_key)
+    if fmt == "text":
+        return format_text(ordered, color=color, files=files)
+    if fmt == "json":
+        return format_json(ordered, files=files)
+    if fmt == "sarif":
+        return format_sarif(ordered, rule_help=rule_help or {}, version=version)
+    if fmt == "junit":
+        return format_junit(ordered, files=files)
+    if fmt == "github":
+        return format_github(ordered)
+    raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+# -- text -------------------------------------------------------------------------------------
+
+_COLORS = {"error": "31", "warning": "33", "info": "36", "dim": "2", "bold": "1"}
+
+
+def format_text(
+    findings: Sequence[ReportFinding], *, color: bool = False, files: Sequence[str] = ()
+) -> str:
+    paint: Callable[[str, str], str] = (
+        (lambda what, text: f"\033[{_COLORS[what]}m{text}\033[0m") if color
+        else (lambda what, text: text)
+    )
+    lines: list[str] = []
+    group: str | None = None
+    for f in findings:
+        name = f.file or f.object or "-"
+        if name != group:
+            if group is not None:
+                lines.append("")
+            lines.append(paint("bold", name))
+            group = name
+        where = f"{f.line}:{f.column or 1}" if f.line else "-"
+        about = " ".join(x for x in (
+            f"[{f.policy}]" if f.policy else "",
+            f.object if f.object and f.object != name else "",
+            f.path or "",
+        ) if x)
+        lines.append(
+            f"  {where:<8} {paint(f.severity, f'{f.severity:<7}')} {f.message}  "
+            + paint("dim", f.rule + (f"  {about}" if about else ""))
+        )
+    total = counts(findings)
+    if lines:
+        lines.append("")
+    problems = total["error"] + total["warning"]
+    summary = (
+        f"{problems} problem{'s' * (problems != 1)} ({total['error']} error"
+        f"{'s' * (total['error'] != 1)}, {total['warning']} warning"
+        f"{'s' * (total['warning'] != 1)})"
+    )
+    if total["info"]:
+        summary += f", {total['info']} would-be mutation{'s' * (total['info'] != 1)}"
+    if files:
+        summary += f" in {len(files)} file{'s' * (len(files) != 1)}"
+    lines.append(paint("error" if total["error"] else "bold", summary))
+    return "\n".join(lines) + "\n"
+
+
+# -- json -------------------------------------------------------------------------------------
+
+def format_json(findings: Sequence[ReportFinding], *, files: Sequence[str] = ()) -> str:
+    total = counts(findings)
+    body = {
+        "findings": [f.as_dict() for f in findings],
+        "summary": {"errors": total["error"], "warnings": total["warning"],
+                    "info": total["info"], "files": len(files)},
+    }
+    return json.dumps(body, indent=2, default=str) + "\n"
+
+
+# -- sarif ------------------------------------------------------------------------------------
+
+_SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+
+
+def format_sarif(
+    findings: Sequence[ReportFinding],
+    *,
+    rule_help: Mapping[str, str],
+    version: str = "0.1.0",
+) -> str:
+    rule_ids = sorted({f.rule for f in findings} | set(rule_help))
+    index = {rule: i for i, rule in enumerate(rule_ids)}
+    worst: dict[str, str] = {}
+    for f in findings:
+        if f.rule not in worst or _ORDER[f.severity] < _ORDER[worst[f.rule]]:
+            worst[f.rule] = f.severity
+    rules = [_sarif_rule(rule, rule_help.get(rule, ""), worst.get(rule, "warning"))
+             for rule in rule_ids]
+    results = [_sarif_result(f, index[f.rule]) for f in findings]
+    log = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": TOOL_NAME, "version": version, "semanticVersion": version,
+                "informationUri": TOOL_URI, "rules": rules,
+            }},
+            "columnKind": "unicodeCodePoints",
+            "results": results,
+        }],
+    }
+    return json.dumps(log, indent=2, default=str) + "\n"
+
+
+def _sarif_rule(rule: str, help_text: str, severity: str) -> dict[str, Any]:
+    title = rule.replace("-", " ").capitalize()
+    text = help_text or f"{title} (gpupolicy rule {rule})."
+    return {
+        "id": rule,
+        "name": "".join(part.capitalize() for part in rule.split("-")),
+        "shortDescription": {"text": title},
+        "fullDescription": {"text": text},
+        "help": {"text": text, "markdown": f"**{rule}**: {text}"},
+        "defaultConfiguration": {"level": _SARIF_LEVEL[severity]},
+        "properties": {"tags": ["kubernetes", "gpu"]},
+    }
+
+
+def _sarif_result(f: ReportFinding, rule_index: int) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "ruleId": f.rule,
+        "ruleIndex": rule_index,
+        "level": _SARIF_LEVEL[f.severity],
+        "message": {"text": f.message},
+    }
+    if f.file:
+        region: dict[str, int] = {"startLine": f.line or 1}
+        if f.column:
+            region["startColumn"] = f.column
+        result["locations"] = [{"physicalLocation": {
+            "artifactLocation": _artifact(f.file), "region": region,
+        }}]
+    # Stable across edits that only move lines, so code scanning keeps an alert's history.
+    identity = "\0".join((f.rule, f.file or "", f.object or "", f.path or "", f.policy or ""))
+    result["partialFingerprints"] = {
+        "gpupolicyFinding/v1": hashlib.sha256(identity.encode()).hexdigest()[:32]
+    }
+    properties = {k: v for k, v in (("policy", f.policy), ("path", f.path),
+                                    ("object", f.object)) if v}
+    if properties:
+        result["properties"] = properties
+    return result
+
+
+def _artifact(file: str) -> dict[str, str]:
+    path = Path(file)
+    if path.is_absolute():
+        try:
+            path = path.relative_to(Path.cwd())
+        except ValueError:
+            return {"uri": path.as_uri()}
+    return {"uri": quote(path.as_posix()), "uriBaseId": "%SRCROOT%"}
+
+
+# -- junit ------------------------------------------------------------------------------------
+
+def format_junit(findings: Sequence[ReportFinding], *, files: Sequence[str] = ()) -> str:
+    """One test suite per file; each error is a failed test case, warnings and would-be
+    mutations pass with their text in system-out; a clean file is one passing case."""
+    by_file: dict[str, list[ReportFinding]] = {name: [] for name in files}
+    for f in findings:
+        by_file.setdefault(f.file or f.object or "-", []).append(f)
+    total = counts(findings)
+    out = ['<?xml version="1.0" encoding="UTF-8"?>']
+    tests = sum(max(1, len(items)) for items in by_file.values())
+    out.append(f'<testsuites name="{TOOL_NAME}" tests="{tests}" failures="{total["error"]}">')
+    for name, items in by_file.items():
+        errors = sum(1 for f in items if f.severity == "error")
+        out.append(f"  <testsuite name={quoteattr(name)} tests=\"{max(1, len(items))}\" "
+                   f"failures=\"{errors}\" errors=\"0\" skipped=\"0\">")
+        if not items:
+            out.append(f"    <testcase classname={quoteattr(name)} name=\"lint\"/>")
+        for f in items:
+            case = f"{f.rule} at {f.where()}"
+            out.append(f"    <testcase classname={quoteattr(name)} name={quoteattr(case)}>")
+            detail = escape(_plain(f))
+            if f.severity == "error":
+                out.append(f"      <failure message={quoteattr(f.message)} type=\"{f.rule}\">"
+                           f"{detail}</failure>")
+            else:
+                out.append(f"      <system-out>{detail}</system-out>")
+            out.append("    </testcase>")
+        out.append("  </testsuite>")
+    out.append("</testsuites>")
+    return "\n".join(out) + "\n"
+
+
+def _plain(f: ReportFinding) -> str:
+    extra = "".join(f"\n{k}: {v}" for k, v in (("policy", f.policy), ("object", f.object),
+                                               ("path", f.path)) if v)
+    return f"{f.where()}: {f.severity}: {f.message} [{f.rule}]{extra}"
+
+
+# -- github -----------------------------------------------------------------------------------
+
+_GITHUB_LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+def format_github(findings: Sequence[ReportFinding]) -> str:
+    """GitHub Actions workflow commands: `::error file=…,line=…,col=…,title=…::message`."""
+    lines = []
+    for f in findings:
+        props = []
+        if f.file:
+            props.append(f"file={_gh_prop(f.file)}")
+            if f.line:
+                props.append(f"line={f.line}")
+                if f.column:
+                    props.append(f"col={f.column}")
+        props.append(f"title={_gh_prop(f.rule + (f' ({f.policy})' if f.policy else ''))}")
+        message = f.message + (f" [{f.path}]" if f.path else "")
+        if not f.file and f.object:
+            message = f"{f.object}: {message}"
+        lines.append(f"::{_GITHUB_LEVEL[f.severity]} {','.join(props)}::{_gh_data(message)}")
+    return "".join(line + "\n" for line in lines)
+
+
+def _gh_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_prop(text: str) -> str:
+    return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
