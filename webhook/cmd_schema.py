@@ -132,7 +132,8 @@ def _convert(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
             out[key] = value
     if "properties" in out and "type" not in out:
         out["type"] = "object"
-    if out.get("type") == "object" and "properties" not in out and "additionalProperties" not in out:
+    free_form = "properties" not in out and "additionalProperties" not in out
+    if out.get("type") == "object" and free_form:
         out["x-kubernetes-preserve-unknown-fields"] = True
     # `type` and `description` first: the CRD is read by people too.
     first = {k: out.pop(k) for k in ("type", "description") if k in out}

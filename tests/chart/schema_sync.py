@@ -1,0 +1,48 @@
+"""The chart's generated parts, and a writer to refresh them after the model changes.
+
+Two pieces of the chart are copies of what `gpupolicy schema` derives from policies/model.py:
+the CRD (files/crd-gpupolicies.yaml) and the GPUPolicy definitions under `$defs` in
+values.schema.json (so a typo inside `values.policies` fails `helm install`, not the server).
+Tests compare them; `python -m tests.chart.schema_sync` rewrites them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from webhook import cli
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "gpupolicy"
+CRD_FILE = CHART / "files" / "crd-gpupolicies.yaml"
+VALUES_SCHEMA = CHART / "values.schema.json"
+
+
+def schema_output(fmt: str) -> str:
+    """`gpupolicy schema --format FMT`, run through the real CLI entry point."""
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.run(["schema", "--format", fmt], out, err)
+    if code != 0:
+        raise RuntimeError(f"gpupolicy schema --format {fmt} exited {code}: {err.getvalue()}")
+    return out.getvalue()
+
+
+def policy_defs() -> dict[str, Any]:
+    defs: dict[str, Any] = json.loads(schema_output("json"))["$defs"]
+    return defs
+
+
+def main() -> int:
+    CRD_FILE.write_text(schema_output("crd"), encoding="utf-8")
+    schema = json.loads(VALUES_SCHEMA.read_text(encoding="utf-8"))
+    schema["$defs"] = policy_defs()
+    VALUES_SCHEMA.write_text(json.dumps(schema, indent=2) + "\n", encoding="utf-8")
+    sys.stdout.write(f"wrote {CRD_FILE} and the $defs of {VALUES_SCHEMA}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
