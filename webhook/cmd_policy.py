@@ -1,0 +1,61 @@
+"""`gpupolicy policy check FILE|DIR ...`: validate GPUPolicy files before they reach a cluster.
+
+Every problem of every file is printed as `file:line: document N: field.path: message`, so an
+editor or CI log can jump to it. Exit 0 when all policies are valid, 1 on problems, 2 when a
+path cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TextIO
+
+from policies.loading import PolicyLoadError, PolicyProblem, check_unique, parse_policies
+from policies.model import GPUPolicy
+from webhook.sources import SourceError, policy_files
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    check = sub.add_parser("check", help="validate policy files (field paths in every error)")
+    check.add_argument("paths", nargs="+", metavar="PATH", help="policy files or directories")
+    check.add_argument("--quiet", "-q", action="store_true", help="print problems only")
+
+
+def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    try:
+        files = [file for path in args.paths for file in policy_files(Path(path))]
+    except SourceError as exc:
+        stderr.write(f"gpupolicy policy check: {exc}\n")
+        return 2
+    loaded: list[tuple[str, GPUPolicy]] = []
+    problems: list[PolicyProblem] = []
+    for file in files:
+        try:
+            text = file.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            problems.append(PolicyProblem(str(file), 0, 0, "", f"not UTF-8 text: {exc.reason}"))
+            continue
+        except OSError as exc:
+            stderr.write(f"gpupolicy policy check: {file}: cannot read: {exc.strerror}\n")
+            return 2
+        try:
+            loaded.extend((str(file), p) for p in parse_policies(text, str(file)))
+        except PolicyLoadError as exc:
+            problems.extend(exc.problems)
+    try:
+        check_unique(loaded)
+    except PolicyLoadError as exc:
+        problems.extend(exc.problems)
+    for problem in problems:
+        stdout.write(f"{problem}\n")
+    if problems:
+        stdout.write(f"{len(problems)} problem{'s' * (len(problems) != 1)} "
+                     f"in {len(files)} file{'s' * (len(files) != 1)}\n")
+        return 1
+    if not args.quiet:
+        names = ", ".join(p.name for _, p in loaded) or "none"
+        stdout.write(f"ok: {len(loaded)} polic{'ies' if len(loaded) != 1 else 'y'} "
+                     f"in {len(files)} file{'s' * (len(files) != 1)} ({names})\n")
+    return 0
