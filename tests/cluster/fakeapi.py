@@ -1,0 +1,443 @@
+"""A small in-process HTTP server that speaks the Kubernetes list/watch protocol.
+
+No kube-apiserver runs here, so the cluster tests and the audit bench drive the real
+`kubernetes` client against this: JSON lists with `metadata.resourceVersion` and `continue`
+(`limit` honoured, items in key order without kind/apiVersion as the real server sends them),
+chunked watch streams with ADDED/MODIFIED/DELETED/BOOKMARK/ERROR events, 410 Gone for a
+resourceVersion older than the last compaction, and knobs to drop watches, stop and restart
+the listener on the same port, and fail the next requests.
+
+Any `group/version` + plural that has objects is served; paths of kinds never added get 404,
+like a CRD that is not installed.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import copy
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+BUILT_IN = [
+    ("v1", "Namespace"), ("v1", "Node"), ("v1", "Pod"), ("v1", "PodTemplate"),
+    ("v1", "ReplicationController"), ("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"),
+    ("apps/v1", "DaemonSet"), ("apps/v1", "ReplicaSet"), ("batch/v1", "Job"),
+    ("batch/v1", "CronJob"),
+]
+CLUSTER_SCOPED = {"Namespace", "Node", "GPUPolicy", "CustomResourceDefinition", "PersistentVolume"}
+
+
+def plural_of(kind: str) -> str:
+    lower = kind.lower()
+    if lower.endswith("y"):
+        return lower[:-1] + "ies"
+    if lower.endswith("s"):
+        return lower + "es"
+    return lower + "s"
+
+
+def group_version(api_version: str) -> tuple[str, str]:
+    group, _, version = api_version.rpartition("/")
+    return group, version
+
+
+class _Resource:
+    """One group/version/plural: objects by key, and the events since the last compaction."""
+
+    def __init__(self, group: str, version: str, plural: str, kind: str, namespaced: bool):
+        self.group, self.version, self.plural, self.kind = group, version, plural, kind
+        self.namespaced = namespaced
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.encoded: dict[str, bytes] = {}  # list form: no kind/apiVersion
+        self.sorted_keys: list[str] | None = None
+        self.events: list[tuple[int, str, dict[str, Any]]] = []
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def ordered(self) -> list[str]:
+        if self.sorted_keys is None:
+            self.sorted_keys = sorted(self.objects)
+        return self.sorted_keys
+
+
+class FakeAPIServer:
+    """Start with `start()` (port 0 picks a free port), `url` is the base to give the client."""
+
+    def __init__(self, port: int = 0, *, bookmark_interval: float | None = None):
+        self._lock = threading.Condition()
+        self._resources: dict[tuple[str, str, str], _Resource] = {}
+        self.rv = 100
+        self.compacted = 0
+        self._drop_generation = 0
+        self._bookmark_generation = 0
+        self._failures: list[int] = []
+        self.bookmark_interval = bookmark_interval
+        self.requests: list[str] = []  # "GET path?query", for assertions
+        self._watch_sockets: set[socket.socket] = set()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.port = port
+        for api_version, kind in BUILT_IN:  # served even while empty; CRDs only once used
+            self.install(api_version, kind)
+
+    def install(self, api_version: str, kind: str) -> None:
+        """Serve a kind (like installing its CRD) without adding an object."""
+        with self._lock:
+            self._resource_for({"apiVersion": api_version, "kind": kind}, create=True)
+
+    # ---- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> FakeAPIServer:
+        handler = type("Handler", (_Handler,), {"api": self})
+        httpd = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        httpd.daemon_threads = True
+        self.port = httpd.server_address[1]
+        self._httpd = httpd
+        self._thread = threading.Thread(target=httpd.serve_forever, daemon=True,
+                                        kwargs={"poll_interval": 0.05})
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """The API server goes away: the listener closes and open watches are cut."""
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        self.drop_watches()
+
+    def __enter__(self) -> FakeAPIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def kubeconfig(self, path: str) -> str:
+        """Write a kubeconfig that points the client here; returns the path."""
+        text = (
+            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
+            f"clusters:\n- name: fake\n  cluster: {{server: '{self.url}'}}\n"
+            "users:\n- name: fake\n  user: {token: fake}\n"
+            "contexts:\n- name: fake\n  context: {cluster: fake, user: fake}\n"
+        )
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return path
+
+    # ---- changing the cluster ----------------------------------------------------------
+
+    def add(self, obj: dict[str, Any], event: str = "ADDED") -> dict[str, Any]:
+        """Create or replace an object; it gets the next resourceVersion."""
+        obj = copy.deepcopy(obj)
+        with self._lock:
+            res = self._resource_for(obj, create=True)
+            assert res is not None
+            self.rv += 1
+            meta = obj.setdefault("metadata", {})
+            meta["resourceVersion"] = str(self.rv)
+            meta.setdefault("uid", f"uid-{self.rv}")
+            key = _key(meta)
+            kind = "MODIFIED" if key in res.objects and event == "ADDED" else event
+            if key not in res.objects:
+                res.sorted_keys = None
+            res.objects[key] = obj
+            res.encoded.pop(key, None)
+            res.events.append((self.rv, kind, obj))
+            self._lock.notify_all()
+            return obj
+
+    def add_all(self, objects: Iterable[dict[str, Any]]) -> None:
+        for obj in objects:
+            self.add(obj)
+
+    def modify(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self.add(obj, "MODIFIED")
+
+    def delete(self, obj: dict[str, Any]) -> None:
+        with self._lock:
+            res = self._resource_for(obj, create=False)
+            key = _key(obj.get("metadata") or {})
+            if res is None or key not in res.objects:
+                raise KeyError(key)
+            gone = res.objects.pop(key)
+            res.encoded.pop(key, None)
+            res.sorted_keys = None
+            self.rv += 1
+            gone = {**gone, "metadata": {**gone["metadata"], "resourceVersion": str(self.rv)}}
+            res.events.append((self.rv, "DELETED", gone))
+            self._lock.notify_all()
+
+    def compact(self) -> None:
+        """Forget the event history: a watch from an older resourceVersion gets 410 Gone."""
+        with self._lock:
+            self.compacted = self.rv
+            for res in self._resources.values():
+                res.events.clear()
+            self._lock.notify_all()
+
+    def bookmark(self) -> None:
+        """Every open watch that asked for bookmarks gets one at the current resourceVersion."""
+        with self._lock:
+            self._bookmark_generation += 1
+            self._lock.notify_all()
+
+    def drop_watches(self) -> None:
+        """Cut every open watch connection without a final chunk, as a dying server does."""
+        with self._lock:
+            self._drop_generation += 1
+            sockets = list(self._watch_sockets)
+            self._lock.notify_all()
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def fail_next(self, count: int, status: int = 500) -> None:
+        """The next `count` requests get `status` with a Status body."""
+        with self._lock:
+            self._failures.extend([status] * count)
+
+    def active_watches(self) -> int:
+        with self._lock:
+            return len(self._watch_sockets)
+
+    # ---- internals used by the handler -------------------------------------------------
+
+    def _resource_for(self, obj: dict[str, Any], create: bool) -> _Resource | None:
+        group, version = group_version(str(obj.get("apiVersion", "")))
+        kind = str(obj.get("kind", ""))
+        plural = plural_of(kind)
+        res = self._resources.get((group, version, plural))
+        if res is None and create:
+            res = _Resource(group, version, plural, kind, kind not in CLUSTER_SCOPED)
+            self._resources[(group, version, plural)] = res
+        return res
+
+    def _take_failure(self) -> int | None:
+        with self._lock:
+            return self._failures.pop(0) if self._failures else None
+
+
+def _key(meta: dict[str, Any]) -> str:
+    namespace = meta.get("namespace") or ""
+    return f"{namespace}/{meta.get('name', '')}" if namespace else str(meta.get("name", ""))
+
+
+def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    api: FakeAPIServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet in tests
+        pass
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        self.api.requests.append(f"GET {self.path}")
+        failure = self.api._take_failure()
+        if failure is not None:
+            self._json(failure, _status(failure, "InternalError", "injected failure"))
+            return
+        parsed = self._route(url.path)
+        if parsed is None:
+            self._json(404, _status(404, "NotFound", f"the server could not find {url.path}"))
+            return
+        res, namespace, name = parsed
+        if name is not None:
+            self._get_one(res, namespace, name)
+        elif query.get("watch") in ("true", "True", "1"):
+            self._watch(res, namespace, query)
+        else:
+            self._list(res, namespace, query)
+
+    def _route(self, path: str) -> tuple[_Resource, str | None, str | None] | None:
+        parts = [p for p in path.split("/") if p]
+        if parts[:2] == ["api", "v1"]:
+            group, version, rest = "", "v1", parts[2:]
+        elif len(parts) >= 3 and parts[0] == "apis":
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            return None
+        namespace = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 2:
+            return None
+        with self.api._lock:
+            res = self.api._resources.get((group, version, rest[0]))
+        if res is None:
+            return None
+        return res, namespace, rest[1] if len(rest) == 2 else None
+
+    def _get_one(self, res: _Resource, namespace: str | None, name: str) -> None:
+        key = f"{namespace}/{name}" if namespace else name
+        with self.api._lock:
+            obj = res.objects.get(key)
+        if obj is None:
+            self._json(404, _status(404, "NotFound", f'{res.plural} "{name}" not found'))
+        else:
+            self._json(200, obj)
+
+    def _list(self, res: _Resource, namespace: str | None, query: dict[str, str]) -> None:
+        limit = int(query.get("limit") or 0)
+        token = query.get("continue")
+        with self.api._lock:
+            list_rv = self.api.rv
+            after = ""
+            if token:
+                state = json.loads(base64.b64decode(token))
+                if state["rv"] < self.api.compacted:
+                    self._json(410, _status(410, "Expired", "continue token is too old"))
+                    return
+                list_rv, after = state["rv"], state["after"]
+            keys = res.ordered()
+            prefix = f"{namespace}/" if namespace else ""
+            chosen: list[bytes] = []
+            last = ""
+            more = False
+            for key in _keys_after(keys, after):
+                if prefix and not key.startswith(prefix):
+                    continue
+                if limit and len(chosen) == limit:
+                    more = True
+                    break
+                encoded = res.encoded.get(key)
+                if encoded is None:
+                    item = {k: v for k, v in res.objects[key].items()
+                            if k not in ("apiVersion", "kind")}
+                    encoded = res.encoded[key] = json.dumps(item).encode()
+                chosen.append(encoded)
+                last = key
+        meta: dict[str, Any] = {"resourceVersion": str(list_rv)}
+        if more:
+            meta["continue"] = base64.b64encode(
+                json.dumps({"rv": list_rv, "after": last}).encode()).decode()
+            meta["remainingItemCount"] = 0
+        head = json.dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version,
+                           "metadata": meta})[:-1]
+        body = head.encode() + b', "items": [' + b",".join(chosen) + b"]}"
+        self._send(200, body)
+
+    def _watch(self, res: _Resource, namespace: str | None, query: dict[str, str]) -> None:
+        api = self.api
+        since = int(query.get("resourceVersion") or 0)
+        bookmarks = query.get("allowWatchBookmarks") in ("true", "True", "1")
+        timeout = float(query.get("timeoutSeconds") or 0)
+        deadline = time.monotonic() + timeout if timeout else None
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        sock = self.connection
+        with api._lock:
+            api._watch_sockets.add(sock)
+            generation = api._drop_generation
+            seen_bookmark = api._bookmark_generation
+            backlog: list[tuple[str, dict[str, Any]]] = []
+            if since and since < api.compacted:
+                gone = _status(410, "Expired", f"too old resource version: {since} "
+                               f"({api.compacted})")
+                backlog.append(("ERROR", gone))
+                sent_rv = api.rv
+            elif not since:  # "any": the current state as ADDED events, then changes
+                backlog.extend(("ADDED", res.objects[k]) for k in res.ordered())
+                sent_rv = api.rv
+            else:
+                sent_rv = since
+        last_bookmark = time.monotonic()
+        try:
+            while True:
+                for kind, obj in backlog:
+                    if kind in ("ERROR", "BOOKMARK") or _in(obj, namespace):
+                        self._chunk({"type": kind, "object": _full(res, obj)})
+                    if kind == "ERROR":
+                        self._end()
+                        return
+                backlog = []
+                with api._lock:
+                    while True:
+                        if api._drop_generation != generation:
+                            return  # cut without the final chunk
+                        fresh = [(k, o) for rv, k, o in res.events if rv > sent_rv]
+                        now = time.monotonic()
+                        due = bookmarks and (
+                            api._bookmark_generation != seen_bookmark
+                            or (api.bookmark_interval is not None
+                                and now - last_bookmark >= api.bookmark_interval))
+                        if fresh or due or (deadline is not None and now >= deadline):
+                            break
+                        api._lock.wait(0.05)
+                    backlog = fresh
+                    sent_rv = api.rv if not fresh else max(sent_rv, _rv_of(fresh[-1][1]))
+                    if due:
+                        seen_bookmark = api._bookmark_generation
+                        last_bookmark = now
+                        backlog.append(("BOOKMARK", {
+                            "kind": res.kind, "apiVersion": res.api_version,
+                            "metadata": {"resourceVersion": str(api.rv)}}))
+                if not backlog and deadline is not None and time.monotonic() >= deadline:
+                    self._end()
+                    return
+        except OSError:
+            return
+        finally:
+            with api._lock:
+                api._watch_sockets.discard(sock)
+            self.close_connection = True
+
+    def _chunk(self, event: dict[str, Any]) -> None:
+        data = json.dumps(event).encode() + b"\n"
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _end(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _json(self, status: int, body: dict[str, Any]) -> None:
+        self._send(status, json.dumps(body).encode())
+
+    def _send(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def _keys_after(keys: list[str], after: str) -> Iterable[str]:
+    if not after:
+        return keys
+    import bisect
+    return keys[bisect.bisect_right(keys, after):]
+
+
+def _in(obj: dict[str, Any], namespace: str | None) -> bool:
+    return namespace is None or (obj.get("metadata") or {}).get("namespace") == namespace
+
+
+def _rv_of(obj: dict[str, Any]) -> int:
+    return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+
+
+def _full(res: _Resource, obj: dict[str, Any]) -> dict[str, Any]:
+    if "kind" in obj:
+        return obj
+    return {"apiVersion": res.api_version, "kind": res.kind, **obj}

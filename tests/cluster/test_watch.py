@@ -1,0 +1,248 @@
+"""WatchCache and ClusterSources against the fake API server, through the real client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from prometheus_client import REGISTRY
+
+from tests.cluster.conftest import FAST, gpupolicy, namespace, node, wait_for
+from tests.cluster.fakeapi import FakeAPIServer
+from webhook import sources
+from webhook.cluster import WatchCache, list_all
+from webhook.cluster_sources import ClusterSources, namespace_labels
+from webhook.state import State
+
+
+def _labels_cache(client: Any) -> WatchCache:
+    return WatchCache("namespaces", k8s.CoreV1Api(client).list_namespace,
+                      project=namespace_labels, settings=FAST).start()
+
+
+def _step(server: FakeAPIServer, step: str) -> None:
+    if step == "add":
+        server.add(namespace("new", team="a"))
+    elif step == "modify":
+        server.modify(namespace("ns-1", team="changed"))
+    elif step == "delete":
+        server.delete(namespace("ns-2"))
+    elif step == "add-then-delete":
+        server.add(namespace("brief"))
+        server.delete(namespace("brief"))
+
+
+EXPECTED_AFTER = {
+    "add": {"ns-0", "ns-1", "ns-2", "new"},
+    "modify": {"ns-0", "ns-1", "ns-2"},
+    "delete": {"ns-0", "ns-1"},
+    "add-then-delete": {"ns-0", "ns-1", "ns-2"},
+}
+
+
+@pytest.mark.parametrize("step", list(EXPECTED_AFTER))
+def test_cache_converges_after_each_event_kind(api_server, client, step):
+    api_server.add_all(namespace(f"ns-{i}", team="x") for i in range(3))
+    cache = _labels_cache(client)
+    try:
+        assert cache.listed.wait(5)
+        _step(api_server, step)
+        wait_for(lambda: cache.resource_version == str(api_server.rv))
+        assert set(cache.snapshot()) == EXPECTED_AFTER[step]
+        if step == "modify":
+            assert cache.snapshot()["ns-1"] == {"team": "changed"}
+        if step == "add":
+            assert cache.snapshot()["new"] == {"team": "a"}
+    finally:
+        cache.stop()
+
+
+def test_bookmark_moves_the_resume_point_without_changing_the_cache(api_server, client):
+    api_server.add(namespace("a"))
+    cache = _labels_cache(client)
+    try:
+        assert cache.listed.wait(5)
+        api_server.add(node("n1"))  # a change elsewhere moves the global resourceVersion
+        wait_for(lambda: api_server.active_watches() == 1)
+        api_server.bookmark()
+        wait_for(lambda: cache.resource_version == str(api_server.rv))
+        assert set(cache.snapshot()) == {"a"}
+        assert "allowWatchBookmarks=true" in " ".join(api_server.requests)
+    finally:
+        cache.stop()
+
+
+def test_list_is_paginated_with_continue(api_server, client):
+    api_server.add_all(namespace(f"ns-{i:02d}") for i in range(7))
+    pages = list(list_all(k8s.CoreV1Api(client).list_namespace, limit=3))
+    assert [len(p.items) for p in pages] == [3, 3, 1]
+    assert [p.items[0]["metadata"]["name"] for p in pages] == ["ns-00", "ns-03", "ns-06"]
+    assert sum("continue=" in r for r in api_server.requests) == 2
+
+
+@pytest.mark.parametrize("outage", ["drop", "restart"])
+def test_relist_after_410_gone(api_server, client, outage):
+    api_server.add_all(namespace(f"ns-{i}") for i in range(3))
+    cache = _labels_cache(client)
+    try:
+        assert cache.listed.wait(5)
+        relists = cache.relists
+        wait_for(lambda: api_server.active_watches() == 1)
+        if outage == "restart":
+            api_server.stop()
+        api_server.add(namespace("while-away"))
+        api_server.delete(namespace("ns-0"))
+        api_server.compact()  # the history the watch would resume from is gone
+        if outage == "restart":
+            api_server.start()
+        else:
+            api_server.drop_watches()
+        wait_for(lambda: cache.relists > relists)
+        wait_for(lambda: set(cache.snapshot()) == {"ns-1", "ns-2", "while-away"})
+    finally:
+        cache.stop()
+
+
+def test_reconnects_and_resumes_from_last_resource_version(api_server, client):
+    api_server.add(namespace("a"))
+    cache = _labels_cache(client)
+    try:
+        assert cache.listed.wait(5)
+        seen = cache.resource_version
+        wait_for(lambda: api_server.active_watches() == 1)
+        api_server.drop_watches()
+        api_server.add(namespace("b"))
+        wait_for(lambda: "b" in cache.snapshot())
+        assert cache.relists == 1  # resumed, not relisted
+        assert any(f"resourceVersion={seen}&" in r and "watch=true" in r
+                   for r in api_server.requests)
+        assert cache.errors >= 1
+    finally:
+        cache.stop()
+
+
+def test_backs_off_on_errors_then_lists(api_server, client):
+    api_server.add(namespace("a"))
+    api_server.fail_next(3, status=500)
+    cache = _labels_cache(client)
+    try:
+        assert cache.listed.wait(5)
+        assert cache.errors == 3
+        assert "HTTP 500" in cache.last_error
+    finally:
+        cache.stop()
+
+
+def _sources(client: Any, files: list[Any] | None = None) -> tuple[State, ClusterSources]:
+    state = State(sources.load_catalog(), expect=("policies", "namespaces", "inventory"))
+    cluster = ClusterSources(state, client, settings=FAST, debounce=0.01)
+    if files is not None:
+        cluster.file_state.update(policies=files)
+    return state, cluster
+
+
+def _metric(name: str, **labels: str) -> float | None:
+    return REGISTRY.get_sample_value(name, labels)
+
+
+def test_not_ready_until_first_full_list_then_ready(api_server, client):
+    api_server.add(namespace("team-a", tier="gpu"))
+    api_server.add(node("gpu-1"))
+    api_server.fail_next(4, status=503)
+    state, cluster = _sources(client, files=[])
+    assert not state.ready
+    cluster.start()
+    try:
+        wait_for(lambda: state.ready)
+        assert state.context.namespace_labels("team-a")["tier"] == "gpu"
+        assert state.context.inventory is not None
+        assert [n.name for n in state.context.inventory.nodes] == ["gpu-1"]
+        api_server.add(node("gpu-2"))
+        wait_for(lambda: len(state.context.inventory.nodes) == 2)
+    finally:
+        cluster.stop()
+
+
+def test_api_server_gone_keeps_last_state_and_reports_staleness(api_server, client):
+    api_server.add(namespace("team-a", tier="gpu"))
+    api_server.add(node("gpu-1"))
+    state, cluster = _sources(client, files=[])
+    cluster.start()
+    try:
+        wait_for(lambda: state.ready)
+        wait_for(lambda: _metric("gpupolicy_cluster_cache_stale_seconds",
+                                 resource="nodes") == 0.0)
+        api_server.stop()
+        wait_for(lambda: (_metric("gpupolicy_cluster_cache_stale_seconds",
+                                  resource="nodes") or 0) >= 1.0)
+        assert state.ready  # the last good state keeps serving
+        assert state.context.namespace_labels("team-a")["tier"] == "gpu"
+        assert cluster.staleness() >= 1.0
+        api_server.start()
+        wait_for(lambda: cluster.staleness() == 0.0)
+    finally:
+        cluster.stop()
+
+
+GOOD = {"mode": "Warn", "rules": {"maxGPUsPerPod": 4}}
+
+
+@pytest.mark.parametrize(
+    ("resources", "files", "active", "skipped"),
+    [
+        ([gpupolicy("crd-a", **GOOD)], [], ["crd-a"], []),
+        ([gpupolicy("crd-a", **GOOD), gpupolicy("bad", rules={"maxGPUsPerPod": -1})], [],
+         ["crd-a"], ["bad"]),
+        ([gpupolicy("bad", mode="Sometimes")], [], [], ["bad"]),
+        ([gpupolicy("typo", rulez={})], [], [], ["typo"]),
+        ([gpupolicy("same", **GOOD)], ["same"], ["same"], ["same"]),
+        ([gpupolicy("crd-a", **GOOD)], ["from-file"], ["crd-a", "from-file"], []),
+        ([], ["from-file"], ["from-file"], []),
+    ],
+    ids=["one", "good-and-bad", "bad-mode", "unknown-field", "clash-file-wins", "merged",
+         "crd-not-installed"],
+)
+def test_policies_from_resources_merged_with_files(api_server, client, resources, files,
+                                                   active, skipped):
+    api_server.add(namespace("default"))
+    api_server.add(node("gpu-1"))
+    api_server.add_all(resources)
+    file_policies = [_file_policy(name) for name in files]
+    state, cluster = _sources(client, files=file_policies)
+    cluster.start()
+    try:
+        wait_for(lambda: state.ready)
+        assert sorted(p.name for p in state.context.policies) == sorted(active)
+        assert sorted(k.removeprefix("gpupolicy/") for k in state.errors) == sorted(skipped)
+        assert _metric("gpupolicy_cluster_invalid_policies") == len(skipped)
+        for name in skipped:
+            assert f"GPUPolicy/{name}" in state.errors[f"gpupolicy/{name}"]
+    finally:
+        cluster.stop()
+
+
+def test_fixing_a_bad_policy_clears_its_error(api_server, client):
+    api_server.add(namespace("default"))
+    api_server.add(gpupolicy("p", mode="Sometimes"))
+    state, cluster = _sources(client, files=[])
+    cluster.start()
+    try:
+        wait_for(lambda: state.ready)
+        assert "gpupolicy/p" in state.errors
+        api_server.modify(gpupolicy("p", **GOOD))
+        wait_for(lambda: [p.name for p in state.context.policies] == ["p"])
+        assert "gpupolicy/p" not in state.errors
+        api_server.delete(gpupolicy("p"))
+        wait_for(lambda: list(state.context.policies) == [])
+    finally:
+        cluster.stop()
+
+
+def _file_policy(name: str) -> Any:
+    from policies.loading import parse_policies
+
+    (policy,) = parse_policies(
+        f"apiVersion: gpupolicy.io/v1alpha1\nkind: GPUPolicy\nmetadata: {{name: {name}}}\n"
+        "spec: {mode: Audit}\n", "file.yaml")
+    return policy

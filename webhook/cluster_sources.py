@@ -1,0 +1,263 @@
+"""`serve` in a cluster: Namespace, Node and GPUPolicy watch caches feeding webhook.state.State.
+
+- Namespaces become the label map of the Context, Nodes the Inventory (rebuilt at most every
+  `debounce` seconds; only scheduling facts are kept, so status heartbeats change nothing).
+- GPUPolicy custom resources are validated one by one: a bad one is logged, counted and
+  skipped, never fatal. They are merged with the policies from files; a resource whose name
+  a file already uses is skipped and reported the same way (the file wins).
+- The State is told once every cache has finished its first full list, so /readyz stays 503
+  until then. When the API server goes away the last good state keeps serving and
+  `gpupolicy_cluster_cache_stale_seconds` (and a log line) say for how long.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client as k8s
+from prometheus_client import Counter, Gauge
+
+from policies.inventory import Inventory
+from policies.loading import PolicyLoadError, parse_policies
+from policies.model import API_VERSION, KIND, GPUPolicy
+from webhook.cluster import WatchCache, WatchSettings, api_client, in_cluster
+
+log = logging.getLogger("gpupolicy.cluster")
+
+GROUP, VERSION, PLURAL = "gpupolicy.io", "v1alpha1", "gpupolicies"
+
+STALE = Gauge("gpupolicy_cluster_cache_stale_seconds",
+              "Seconds since the API server last confirmed a cache (0 while its watch is up).",
+              ["resource"], multiprocess_mode="livemax")
+OBJECTS = Gauge("gpupolicy_cluster_cache_objects", "Objects held by a cluster cache.",
+                ["resource"], multiprocess_mode="livemax")
+WATCH_ERRORS = Counter("gpupolicy_cluster_watch_errors_total",
+                       "Failed list/watch calls to the API server, by resource.", ["resource"])
+RELISTS = Counter("gpupolicy_cluster_relists_total",
+                  "Full lists of a resource (start, 410 Gone, recovery).", ["resource"])
+INVALID_POLICIES = Gauge("gpupolicy_cluster_invalid_policies",
+                         "GPUPolicy resources skipped because they are invalid or clash.",
+                         multiprocess_mode="livemax")
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """A GPUPolicy resource that did not validate; kept so it can be reported until fixed."""
+
+    name: str
+    message: str
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", metavar="FILE",
+                        help="watch Namespaces, Nodes and GPUPolicies of this cluster "
+                             "(in a pod, the in-cluster config is used without it)")
+
+
+def wanted(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "kubeconfig", None)) or in_cluster()
+
+
+def namespace_labels(obj: dict[str, Any]) -> dict[str, str]:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return {str(k): str(v) for k, v in labels.items()}
+
+
+def node_facts(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the Inventory reads of a Node; conditions and heartbeats are dropped."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    return {
+        "kind": "Node",
+        "metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
+        "spec": {"taints": spec.get("taints") or [],
+                 "unschedulable": bool(spec.get("unschedulable"))},
+        "status": {"allocatable": status.get("allocatable") or {},
+                   "capacity": status.get("capacity") or {}},
+    }
+
+
+def gpupolicy(obj: dict[str, Any]) -> GPUPolicy | Invalid:
+    name = str((obj.get("metadata") or {}).get("name") or "?")
+    # list items come without kind/apiVersion; managedFields is server bookkeeping
+    obj = {"apiVersion": API_VERSION, "kind": KIND, **obj,
+           "metadata": {k: v for k, v in (obj.get("metadata") or {}).items()
+                        if k != "managedFields"}}
+    try:
+        (policy,) = parse_policies(json.dumps(obj), source=f"GPUPolicy/{name}")
+    except PolicyLoadError as exc:
+        reasons = "; ".join(f"{p.path}: {p.message}" if p.path else p.message
+                            for p in exc.problems)
+        return Invalid(name, f"GPUPolicy/{name}: {reasons}")
+    return policy
+
+
+class ClusterSources:
+    def __init__(self, state: Any, api: k8s.ApiClient, *, settings: WatchSettings | None = None,
+                 debounce: float = 0.2) -> None:
+        self.state = state
+        self.debounce = debounce
+        core = k8s.CoreV1Api(api)
+        custom = k8s.CustomObjectsApi(api)
+        self._dirty = threading.Event()
+        self._changed: set[str] = set()
+        self._changed_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._file_policies: tuple[GPUPolicy, ...] | None = None
+        self._reported: dict[str, str] = {}
+        self._thread: threading.Thread | None = None
+
+        def cache(name: str, func: Any, project: Any, optional: bool = False) -> WatchCache:
+            return WatchCache(name, func, project=project, settings=settings, optional=optional,
+                              on_change=functools.partial(self._mark, name),
+                              on_event=functools.partial(self._count, name))
+
+        self.namespaces = cache("namespaces", core.list_namespace, namespace_labels)
+        self.nodes = cache("nodes", core.list_node, node_facts)
+        self.policies = cache(
+            "gpupolicies",
+            functools.partial(custom.list_cluster_custom_object, GROUP, VERSION, PLURAL),
+            gpupolicy, optional=True,  # CRD not installed: no custom policies, not an error
+        )
+        self.caches = (self.namespaces, self.nodes, self.policies)
+        # FileSources updates this instead of the State, so file policies get merged
+        self.file_state = _FileView(self)
+
+    # ---- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> ClusterSources:
+        for c in self.caches:
+            c.start()
+        self._thread = threading.Thread(target=self._publisher, name="gpupolicy-cluster",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._dirty.set()
+        for c in self.caches:
+            c.stop()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def listed(self) -> bool:
+        return all(c.listed.is_set() for c in self.caches)
+
+    def staleness(self) -> float:
+        return max(c.staleness() for c in self.caches)
+
+    def invalid(self) -> list[Invalid]:
+        return [v for v in self.policies.snapshot().values() if isinstance(v, Invalid)]
+
+    # ---- publishing --------------------------------------------------------------------
+
+    def _mark(self, name: str) -> None:
+        with self._changed_lock:
+            self._changed.add(name)
+        self._dirty.set()
+
+    def _count(self, name: str, kind: str, _detail: str) -> None:
+        (RELISTS if kind == "relist" else WATCH_ERRORS).labels(name).inc()
+
+    def _publisher(self) -> None:
+        last_log = 0.0
+        while not self._stop.is_set():
+            if self._dirty.wait(1.0):
+                self._stop.wait(self.debounce)  # coalesce bursts (a node pool scaling up)
+                self._dirty.clear()
+                try:
+                    self.publish()
+                except Exception:  # the publisher must survive; the next change retries
+                    log.exception("publishing the cluster state failed")
+            for c in self.caches:
+                STALE.labels(c.name).set(c.staleness())
+                OBJECTS.labels(c.name).set(len(c))
+            stale = self.staleness()
+            if stale > 30 and time.monotonic() - last_log > 60:
+                last_log = time.monotonic()
+                log.warning("API server unreachable: cluster state is %.0fs stale", stale)
+
+    def publish(self) -> None:
+        """Hand every listed cache that changed to the State (all at once the first time)."""
+        if not self.listed():
+            return
+        with self._changed_lock:
+            changed, self._changed = self._changed, set()
+        first = not self.state.loaded >= {"namespaces", "inventory"}
+        parts: dict[str, Any] = {}
+        if first or "namespaces" in changed:
+            parts["namespaces"] = self.namespaces.snapshot()
+        if first or "nodes" in changed:
+            parts["inventory"] = Inventory.from_nodes(self.nodes.snapshot().values(),
+                                                      self.state.catalog)
+        if parts:
+            self.state.update(**parts)
+        if first or "gpupolicies" in changed:
+            self._publish_policies()
+
+    def _publish_policies(self) -> None:
+        if self._file_policies is None or not self.policies.listed.is_set():
+            return  # /readyz waits for both the files and the first list of the resources
+        merged = list(self._file_policies)
+        taken = {p.name for p in merged}
+        problems: dict[str, str] = {}
+        for item in self.policies.snapshot().values():
+            if isinstance(item, Invalid):
+                problems[item.name] = item.message
+            elif item.name in taken:
+                problems[item.name] = (f"GPUPolicy/{item.name}: a policy file already defines "
+                                       f"{item.name!r}; the file's version is used")
+            else:
+                merged.append(item)
+        self._report(problems)
+        self.state.update(policies=merged)
+
+    def _report(self, problems: dict[str, str]) -> None:
+        INVALID_POLICIES.set(len(problems))
+        for name, message in problems.items():
+            if self._reported.get(name) != message:
+                log.error("GPUPolicy %s skipped: %s", name, message)
+            self.state.fail(f"gpupolicy/{name}", message)
+        for name in set(self._reported) - set(problems):
+            self.state.clear(f"gpupolicy/{name}")
+        self._reported = problems
+
+
+class _FileView:
+    """Stands in for the State in FileSources: policies from files are kept here and merged
+    with the GPUPolicy resources; everything else goes straight through."""
+
+    def __init__(self, owner: ClusterSources) -> None:
+        self._owner = owner
+
+    def update(self, **parts: Any) -> Any:
+        if "policies" in parts:
+            self._owner._file_policies = tuple(parts.pop("policies"))
+            self._owner._publish_policies()
+        if parts:
+            return self._owner.state.update(**parts)
+        return self._owner.state.context
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._owner.state, name)
+
+
+def from_args(args: argparse.Namespace, state: Any,
+              settings: WatchSettings | None = None) -> ClusterSources | None:
+    """ClusterSources when `--kubeconfig` is given or we run in a pod, else None. Not started.
+    Raises webhook.cluster.ClusterError for unusable credentials."""
+    if not wanted(args):
+        return None
+    sources = ClusterSources(state, api_client(getattr(args, "kubeconfig", None)),
+                             settings=settings)
+    state.expected = frozenset(state.expected) | {"namespaces", "inventory"}
+    return sources
