@@ -84,9 +84,9 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from webhook.sources import SourceError, context_from_args
 
     try:
-        inputs = collect_inputs(args.paths, stdin_name=args.stdin_filename)
         if args.fix and STDIN in args.paths:
             raise UsageError("--fix cannot write to standard input; use --fix-dry-run")
+        inputs = collect_inputs(args.paths, stdin_name=args.stdin_filename)
         loaded = [(name, raw if raw is not None else _read(name)) for name, raw in inputs]
     except UsageError as exc:
         stderr.write(f"gpupolicy lint: {exc}\n")
@@ -146,13 +146,14 @@ def collect_inputs(paths: Sequence[str], *, stdin_name: str) -> list[tuple[str, 
     return out
 
 
-def _walk(root: Path) -> Iterator[Path]:
+def _walk(root: Path) -> list[Path]:
+    found = []
     for dirpath, dirnames, filenames in os.walk(root):
         # .git, .terraform and mounted ConfigMap internals (`..data`) are not manifests.
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in sorted(filenames):
-            if name.endswith(SUFFIXES) and not name.startswith("."):
-                yield Path(dirpath, name)
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        found.extend(Path(dirpath, name) for name in filenames
+                     if name.endswith(SUFFIXES) and not name.startswith("."))
+    return sorted(found)
 
 
 def _read(name: str) -> bytes:

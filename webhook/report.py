@@ -110,7 +110,7 @@ def format_text(
         about = " ".join(x for x in (
             f"[{f.policy}]" if f.policy else "",
             f.object if f.object and f.object != name else "",
-            f.path or "",
+            f.path if f.path and f.severity != "info" else "",  # a mutation's message has it
         ) if x)
         lines.append(
             f"  {where:<8} {paint(f.severity, f'{f.severity:<7}')} {f.message}  "

@@ -1,0 +1,220 @@
+"""`gpupolicy lint` on the fixture manifests: findings at known lines, every report format
+(golden files; SARIF checked against the official 2.1.0 schema), exit codes and inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from tests.lint.helpers import GOLDEN, HERE, MANIFESTS, POLICIES, gpupolicy, gpupolicy_process
+from webhook.report import FORMATS, ReportFinding, render
+
+# file, line, column, rule, severity, policy: what the fixture manifests must give.
+KNOWN = [
+    ("broken/duplicate.yaml", 5, 3, "yaml-duplicate-key", "error", None),
+    ("broken/tabs.yaml", 4, 1, "yaml-tab", "error", None),
+    ("research.yml", 15, 13, "gpu-max-per-container", "warning", "audited"),
+    ("team-list.yaml", 21, 7, "gpu-max-per-pod", "warning", "teams"),
+    ("training.yaml", 20, 15, "gpu-max-per-container", "error", "training"),
+    ("training.yaml", 47, 7, "visible-devices-bypass", "error", "training"),
+]
+MUTATIONS = [  # --show-mutations: at the parent of what would be added
+    ("training.yaml", 14, 5, "/spec/template/spec/runtimeClassName"),
+    ("training.yaml", 14, 5, "/spec/template/spec/tolerations"),
+    ("training.yaml", 36, 1, "/spec/runtimeClassName"),
+    ("training.yaml", 36, 1, "/spec/tolerations"),
+    ("training.yaml", 40, 5, "/spec/containers/0/resources/limits"),
+]
+BASE = ("lint", "--policies", str(POLICIES), ".")
+
+
+def _findings(*extra: str) -> list[dict[str, object]]:
+    run = gpupolicy(*BASE, "--format", "json", *extra, cwd=MANIFESTS)
+    assert run.code == 1, run.err
+    return json.loads(run.out)["findings"]  # type: ignore[no-any-return]
+
+
+def test_known_findings_at_known_lines() -> None:
+    found = [(f["file"], f["line"], f["column"], f["rule"], f["severity"], f.get("policy"))
+             for f in _findings()]
+    assert sorted(found) == sorted(KNOWN)
+
+
+def test_mutations_are_info_at_the_parent_field() -> None:
+    found = [(f["file"], f["line"], f["column"], f["path"])
+             for f in _findings("--show-mutations") if f["severity"] == "info"]
+    assert sorted(found) == sorted(MUTATIONS)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_golden(fmt: str) -> None:
+    """One expected report per format; GPUPOLICY_UPDATE_GOLDEN=1 rewrites them."""
+    run = gpupolicy(*BASE, "--show-mutations", "--format", fmt, "--color", "never",
+                    cwd=MANIFESTS)
+    assert run.code == 1
+    golden = GOLDEN / f"report.{fmt}"
+    if os.environ.get("GPUPOLICY_UPDATE_GOLDEN"):
+        golden.parent.mkdir(exist_ok=True)
+        golden.write_text(run.out)
+    assert run.out == golden.read_text()
+
+
+def _sarif_validator() -> jsonschema.protocols.Validator:
+    schema = json.loads((HERE / "sarif-schema-2.1.0.json").read_text())
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("extra", [(), ("--show-mutations",)])
+def test_sarif_validates_against_the_2_1_0_schema(extra: tuple[str, ...]) -> None:
+    run = gpupolicy(*BASE, "--format", "sarif", *extra, cwd=MANIFESTS)
+    log = json.loads(run.out)
+    errors = list(_sarif_validator().iter_errors(log))
+    assert errors == [], [e.message for e in errors]
+    driver = log["runs"][0]["tool"]["driver"]
+    rules = {r["id"]: r for r in driver["rules"]}
+    results = log["runs"][0]["results"]
+    for result in results:  # what GitHub code scanning needs of every result
+        assert driver["rules"][result["ruleIndex"]]["id"] == result["ruleId"]
+        location = result["locations"][0]["physicalLocation"]
+        assert not location["artifactLocation"]["uri"].startswith("/")
+        assert location["region"]["startLine"] >= 1
+        assert result["partialFingerprints"]
+    assert "maxGPUsPerContainer" in rules["gpu-max-per-container"]["help"]["text"]
+    assert rules["yaml-duplicate-key"]["help"]["text"]
+
+
+def test_sarif_without_files_still_validates() -> None:
+    """The audit reuses the formatter for cluster objects, which have no file."""
+    findings = [ReportFinding("gpu-max-per-pod", "warning", "too many", object="Pod a/b"),
+                ReportFinding("yaml-syntax", "error", "bad", file="dir with space/x.yaml")]
+    log = json.loads(render("sarif", findings, rule_help={}))
+    assert list(_sarif_validator().iter_errors(log)) == []
+    by_rule = {r["ruleId"]: r for r in log["runs"][0]["results"]}
+    assert "locations" not in by_rule["gpu-max-per-pod"]
+    assert by_rule["yaml-syntax"]["locations"][0]["physicalLocation"][
+        "artifactLocation"]["uri"] == "dir%20with%20space/x.yaml"
+
+
+def test_junit_is_well_formed() -> None:
+    run = gpupolicy(*BASE, "--format", "junit", cwd=MANIFESTS)
+    root = ET.fromstring(run.out)
+    suites = {s.get("name"): s for s in root.iter("testsuite")}
+    assert set(suites) == {"broken/duplicate.yaml", "broken/tabs.yaml", "namespaces.yaml",
+                           "research.yml", "team-list.yaml", "training.yaml", "web.json"}
+    assert root.get("failures") == "4"
+    assert suites["training.yaml"].get("failures") == "2"
+    assert suites["research.yml"].get("failures") == "0"  # Audit mode: a warning
+
+
+def test_github_annotations() -> None:
+    run = gpupolicy(*BASE, "--format", "github", cwd=MANIFESTS)
+    lines = run.out.splitlines()
+    assert "::error file=training.yaml,line=20,col=15,title=gpu-max-per-container (training)::" \
+        "container 'main' asks for 3 nvidia.com/gpu; at most 2 allowed " \
+        "[spec.template.spec.containers[0].resources.limits['nvidia.com/gpu']]" in lines
+    assert sum(line.startswith("::warning ") for line in lines) == 2
+
+
+def test_github_escapes_newlines_and_separators() -> None:
+    finding = ReportFinding("r", "info", "a\nb%c", file="x,y:z.yaml", line=1, column=2)
+    assert render("github", [finding]) == \
+        "::notice file=x%2Cy%3Az.yaml,line=1,col=2,title=r::a%0Ab%25c\n"
+
+
+@pytest.mark.parametrize(("argv", "code", "stderr"), [
+    (("lint", "web.json"), 0, ""),
+    (("lint", "--policies", "../policies", "research.yml"), 0, ""),  # Audit only: warning
+    (("lint", "--policies", "../policies", "training.yaml"), 1, ""),
+    (("lint", "broken/tabs.yaml"), 1, ""),
+    (("lint", "missing.yaml"), 2, "missing.yaml: no such file or directory"),
+    (("lint",), 2, "no input"),
+    (("lint", "--format", "xml", "web.json"), 2, ""),  # argparse says why on sys.stderr
+    (("lint", "--policies", "web.json", "web.json"), 2, "web.json"),
+    (("lint", "--fix", "-"), 2, "--fix cannot write to standard input"),
+    (("lint", "--fix", "--fix-dry-run", "web.json"), 2, ""),
+])
+def test_exit_codes(argv: tuple[str, ...], code: int, stderr: str) -> None:
+    run = gpupolicy(*argv, cwd=MANIFESTS)
+    assert run.code == code, run.err
+    assert stderr in run.err
+
+
+def test_unreadable_paths_are_usage_errors(tmp_path: Path) -> None:
+    """Exit 2, with the reason, for a path that exists but cannot be read."""
+    (tmp_path / "dangling.yaml").symlink_to(tmp_path / "gone.yaml")
+    run = gpupolicy("lint", str(tmp_path / "dangling.yaml"))
+    assert run.code == 2 and "no such file" in run.err
+    run = gpupolicy("lint", "/proc/self/mem")  # a regular file whose read fails, even as root
+    assert run.code == 2 and "cannot read" in run.err
+
+
+def test_output_file_and_verbose_notes(tmp_path: Path) -> None:
+    out = tmp_path / "report.sarif"
+    run = gpupolicy(*BASE, "--format", "sarif", "--output", str(out), "-v", cwd=MANIFESTS)
+    assert run.code == 1 and run.out == ""
+    assert json.loads(out.read_text())["version"] == "2.1.0"
+    assert "training.yaml: document 4 (line 50): skipped, not a Kubernetes object" in run.err
+
+
+def test_namespace_documents_among_inputs_drive_selectors() -> None:
+    """research.yml is governed by `audited` only through namespaces.yaml's labels."""
+    alone = gpupolicy("lint", "--policies", str(POLICIES), "--format", "json", "research.yml",
+                      cwd=MANIFESTS)
+    both = gpupolicy("lint", "--policies", str(POLICIES), "--format", "json", "research.yml",
+                     "namespaces.yaml", cwd=MANIFESTS)
+    assert json.loads(alone.out)["findings"] == []
+    assert [f["rule"] for f in json.loads(both.out)["findings"]] == ["gpu-max-per-container"]
+
+
+def test_namespace_option_and_stdin() -> None:
+    """`helm template … | gpupolicy lint -`: positions are those of the stream."""
+    text = (MANIFESTS / "team-list.yaml").read_bytes().replace(b"namespace: team-a", b"")
+    run = gpupolicy_process("lint", "--policies", str(POLICIES), "--namespace", "team-b",
+                            "--format", "json", "--stdin-filename", "rendered.yaml", "-",
+                            stdin=text)
+    findings = json.loads(run.out)["findings"]
+    assert run.code == 0, run.err
+    assert [(f["file"], f["line"], f["rule"], f["object"]) for f in findings] == [
+        ("rendered.yaml", 21, "gpu-max-per-pod", "Pod team-b/big")]
+
+
+def test_directories_are_walked_in_order_skipping_hidden(tmp_path: Path) -> None:
+    shutil.copytree(MANIFESTS, tmp_path / "m")
+    hidden = tmp_path / "m" / ".git"
+    hidden.mkdir()
+    (hidden / "x.yaml").write_text("a: [\n")
+    run = gpupolicy("lint", "--format", "junit", str(tmp_path / "m"))
+    names = [s.get("name") for s in ET.fromstring(run.out).iter("testsuite")]
+    assert names == sorted(names) and len(names) == 7
+    assert not any(".git" in n for n in names)
+
+
+def test_text_is_coloured_only_when_asked() -> None:
+    plain = gpupolicy(*BASE, cwd=MANIFESTS)
+    coloured = gpupolicy(*BASE, "--color", "always", cwd=MANIFESTS)
+    assert "\033[" not in plain.out
+    assert "\033[31merror" in coloured.out
+    assert plain.out.splitlines()[-1] == "6 problems (4 errors, 2 warnings) in 7 files"
+
+
+def test_fast_path_imports_nothing_heavy() -> None:
+    code = (
+        "import io, sys; from webhook import cli\n"
+        f"cli.run(['lint', {str(MANIFESTS / 'training.yaml')!r}], io.StringIO(), io.StringIO())\n"
+        "heavy = {'flask', 'kubernetes', 'ruamel', 'jsonpatch', 'gunicorn', 'prometheus_client'}\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))\n"
+    )
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=HERE.parents[1], check=True)
+    assert done.stdout.strip() == "[]"
