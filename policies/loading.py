@@ -106,18 +106,18 @@ def _documents(
     text: str, source: str, problems: list[PolicyProblem]
 ) -> Iterator[tuple[int, yaml.Node, Any]]:
     loader = _Loader(text)
-    index = 0
+    index = 1  # the document being read
     try:
         while loader.check_node():
-            index += 1
             node = loader.get_node()
             if node is not None:
                 yield index, node, loader.construct_document(node)
+            index += 1
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 0
         reason = getattr(exc, "problem", None) or str(exc)
-        problems.append(PolicyProblem(source, index + 1, line, "", f"invalid YAML: {reason}"))
+        problems.append(PolicyProblem(source, index, line, "", f"invalid YAML: {reason}"))
     finally:
         loader.dispose()
 

@@ -55,3 +55,7 @@ def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
 
 def main() -> None:
     sys.exit(run(sys.argv[1:], sys.stdout, sys.stderr))
+
+
+if __name__ == "__main__":
+    main()
