@@ -71,6 +71,9 @@ def _diff_name(side: str, name: str) -> str:
 def fix_text(text: str, edits: Sequence[Any], *, json_file: bool = False) -> str:
     bom = _BOM if text.startswith(_BOM) else ""
     text = text.removeprefix(_BOM)
+    if "\r\n" in text:  # Windows line ends: work on \n, give the file its own back
+        return bom + fix_text(text.replace("\r\n", "\n"), edits,
+                              json_file=json_file).replace("\n", "\r\n")
     if json_file or text.lstrip().startswith(("{", "[")):
         return bom + _fix_json(text, edits)
     lines = text.splitlines(keepends=True)

@@ -147,7 +147,7 @@ def collect_inputs(paths: Sequence[str], *, stdin_name: str) -> list[tuple[str, 
 
 
 def _walk(root: Path) -> list[Path]:
-    found = []
+    found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         # .git, .terraform and mounted ConfigMap internals (`..data`) are not manifests.
         dirnames[:] = [d for d in dirnames if not d.startswith(".")]

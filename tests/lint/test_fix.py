@@ -1,0 +1,169 @@
+"""`gpupolicy lint --fix`: exact output for small cases, and a round trip over the corpus."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.lint.helpers import MANIFESTS, POLICIES, gpupolicy
+
+GPU_POD = """\
+# header comment
+apiVersion: v1
+kind: Pod
+metadata:
+  name: p   # trailing comment
+  namespace: ml-train
+spec:
+  containers:
+  - name: c
+    image: 'cuda:12'
+    command: [ "sleep", "1h" ]
+    resources:
+      limits:
+          nvidia.com/gpu: 1
+"""
+GPU_POD_FIXED = GPU_POD + """\
+  tolerations:
+  - key: nvidia.com/gpu
+    operator: Exists
+    effect: NoSchedule
+  runtimeClassName: nvidia
+"""
+OTHER = "---\n# untouched, odd layout kept\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"
+LIST = """\
+apiVersion: v1
+kind: List
+items:
+    - apiVersion: v1
+      kind: Pod
+      metadata: {name: a, namespace: ml-train}
+      spec:
+          containers:
+              - {name: c, image: x, resources: {requests: {nvidia.com/gpu: 1}}}
+"""
+LIST_FIXED = """\
+apiVersion: v1
+kind: List
+items:
+    - apiVersion: v1
+      kind: Pod
+      metadata: {name: a, namespace: ml-train}
+      spec:
+          containers:
+              - {name: c, image: x, resources: {requests: {nvidia.com/gpu: 1}, \
+limits: {nvidia.com/gpu: 1}}}
+          tolerations:
+              - key: nvidia.com/gpu
+                operator: Exists
+                effect: NoSchedule
+          runtimeClassName: nvidia
+"""
+JSON_POD = json.dumps({
+    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "j", "namespace": "ml-train"},
+    "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
+}, indent=4) + "\n"
+TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize(("name", "before", "after"), [
+    ("pod.yaml", GPU_POD, GPU_POD_FIXED),
+    ("two.yaml", GPU_POD + OTHER, GPU_POD_FIXED + OTHER),
+    ("first-untouched.yaml", OTHER.removeprefix("---\n") + "---\n" + GPU_POD,
+     OTHER.removeprefix("---\n") + "---\n" + GPU_POD_FIXED),
+    ("crlf.yaml", GPU_POD.replace("\n", "\r\n"), GPU_POD_FIXED.replace("\n", "\r\n")),
+    ("bom.yaml", "\ufeff" + GPU_POD, "\ufeff" + GPU_POD_FIXED),
+    ("no-newline.yaml", GPU_POD.rstrip("\n"), GPU_POD_FIXED),
+    ("list.yaml", LIST, LIST_FIXED),
+    ("clean.yaml", OTHER, OTHER),
+])
+def test_fix_exact(tmp_path: Path, name: str, before: str, after: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(before.encode())
+    run = gpupolicy("lint", "--policies", str(POLICIES), "--fix", str(path))
+    assert run.code == 0, run.out + run.err
+    assert path.read_bytes().decode() == after
+    again = gpupolicy("lint", "--policies", str(POLICIES), "--fix", "--show-mutations",
+                      str(path))
+    assert path.read_bytes().decode() == after  # a second --fix changes nothing
+    assert "mutation" not in again.out
+
+
+def test_fix_json_keeps_indent_and_key_order(tmp_path: Path) -> None:
+    path = tmp_path / "pod.json"
+    path.write_text(JSON_POD)
+    gpupolicy("lint", "--policies", str(POLICIES), "--fix", str(path))
+    text = path.read_text()
+    data = json.loads(text)
+    assert list(data) == ["apiVersion", "kind", "metadata", "spec"]
+    assert data["spec"]["tolerations"] == [TOLERATION]
+    assert '\n    "kind": "Pod"' in text
+
+
+def test_dry_run_prints_a_diff_and_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "pod.yaml"
+    path.write_text(GPU_POD)
+    run = gpupolicy("lint", "--policies", str(POLICIES), "--fix-dry-run", str(path))
+    assert path.read_text() == GPU_POD
+    assert f"--- {path}\n+++ {path}\n" in run.out
+    assert "+  runtimeClassName: nvidia\n" in run.out
+
+
+def test_fix_refuses_a_file_with_duplicate_keys(tmp_path: Path) -> None:
+    path = tmp_path / "dup.yaml"
+    before = GPU_POD.replace("  name: p", "  name: p\n  name: q")
+    path.write_text(before)
+    run = gpupolicy("lint", "--policies", str(POLICIES), "--fix", str(path))
+    assert path.read_text() == before
+    assert "not fixed" in run.err and run.code == 1
+
+
+def test_fix_on_fixture_manifests(tmp_path: Path) -> None:
+    shutil.copytree(MANIFESTS, tmp_path / "m")
+    gpupolicy("lint", "--policies", str(POLICIES), "--fix", ".", cwd=tmp_path / "m")
+    fixed = (tmp_path / "m" / "training.yaml").read_text()
+    original = (MANIFESTS / "training.yaml").read_text()
+    assert _additions_only(original, fixed)
+    docs = list(yaml.safe_load_all(fixed))
+    assert len(docs) == len(list(yaml.safe_load_all(original)))
+    assert docs[2]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 1}
+
+
+def _comments(text: str) -> Counter[str]:
+    return Counter(line.strip() for line in text.splitlines() if line.lstrip().startswith("#"))
+
+
+def _additions_only(original: str, fixed: str) -> bool:
+    """Every original line is still there, in order (a missing final newline aside)."""
+    lines = iter(fixed.splitlines())
+    return all(any(line == other for other in lines) for line in original.splitlines())
+
+
+@pytest.mark.corpus
+def test_fix_round_trip_over_the_corpus(corpus_dir: Path, tmp_path: Path) -> None:
+    """Every corpus file that needs a mutation: fixed, it parses, keeps every comment and every
+    line, keeps its documents, and lints with no mutation left; a second --fix is a no-op."""
+    work = tmp_path / "corpus"
+    shutil.copytree(corpus_dir, work, ignore=shutil.ignore_patterns("*.md"))
+    for path in work.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    first = gpupolicy("lint", "--fix", str(work))
+    changed = [p for p in sorted(work.rglob("*.y*ml"))
+               if p.read_bytes() != (corpus_dir / p.relative_to(work)).read_bytes()]
+    assert len(changed) >= 40, first.err
+    assert "not fixed" not in first.err
+    for path in changed:
+        before = (corpus_dir / path.relative_to(work)).read_text()
+        after = path.read_text()
+        assert len(list(yaml.safe_load_all(after))) == len(list(yaml.safe_load_all(before)))
+        assert _comments(after) == _comments(before), path
+        assert _additions_only(before, after), path
+    snapshot = {p: p.read_bytes() for p in changed}
+    second = gpupolicy("lint", "--fix", "--show-mutations", "--format", "json", str(work))
+    assert [f for f in json.loads(second.out)["findings"] if f["rule"] == "mutation"] == []
+    assert {p: p.read_bytes() for p in changed} == snapshot
