@@ -45,9 +45,16 @@ def documents(text: str) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
-@functools.cache
 def render(values: str = "default", extra: tuple[str, ...] = ()) -> tuple[dict[str, Any], ...]:
-    """Objects rendered with ci/<values>-values.yaml (and `helm template` args in `extra`)."""
+    """Objects rendered with ci/<values>-values.yaml (and `helm template` args in `extra`).
+
+    Cached per session: every call with the same arguments sees the same render (and so the
+    same generated certificates)."""
+    return _render(values, extra)
+
+
+@functools.cache
+def _render(values: str, extra: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
     result = template("-f", str(CI_DIR / f"{values}-values.yaml"), *extra)
     if result.returncode != 0:
         raise AssertionError(f"helm template with {values}-values.yaml failed:\n{result.stderr}")

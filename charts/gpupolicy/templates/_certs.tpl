@@ -4,11 +4,10 @@ The self-signed CA and serving pair, as YAML (caCert, cert, key, caKey: PEM).
 First install: generate them. Every later render: read the Secret back with `lookup` and reuse
 it, so `helm upgrade` never swaps the CA under running pods (the classic genCA-per-render
 outage). With certs.selfSigned.reissueServingCert the CA is kept and only the serving pair is
-re-signed. `lookup` is empty under a client-side `helm template`; the result is memoised in
-.Values so the Secret, both webhook configurations and the checksum agree within one render.
+re-signed. `lookup` is empty under a client-side `helm template`. Call it once per render
+(templates/admission.yaml does) and hand the result on: Helm does not share state between files.
 */}}
 {{- define "gpupolicy.selfSignedCerts" -}}
-{{- if not (hasKey .Values "_gpupolicyCerts") -}}
 {{- $host := include "gpupolicy.serviceHost" . -}}
 {{- $svc := include "gpupolicy.fullname" . -}}
 {{- $names := list $host (printf "%s.cluster.local" $host) (printf "%s.%s" $svc .Release.Namespace) $svc -}}
@@ -37,17 +36,16 @@ re-signed. `lookup` is empty under a client-side `helm template`; the result is 
 {{- $_ := set $out "cert" $cert.Cert -}}
 {{- $_ := set $out "key" $cert.Key -}}
 {{- end -}}
-{{- $_ := set .Values "_gpupolicyCerts" $out -}}
-{{- end -}}
-{{- toYaml (index .Values "_gpupolicyCerts") -}}
+{{- toYaml $out -}}
 {{- end -}}
 
-{{/* caBundle for the webhook clientConfig (selfSigned and secret modes). */}}
+{{/* caBundle for the webhook clientConfig (selfSigned and secret modes); args root, certs. */}}
 {{- define "gpupolicy.caBundle" -}}
-{{- if eq .Values.certs.mode "selfSigned" -}}
-{{- (include "gpupolicy.selfSignedCerts" . | fromYaml).caCert | b64enc -}}
-{{- else if eq .Values.certs.mode "secret" -}}
-{{- required "certs.caBundle is required with certs.mode=secret (base64 PEM of the CA that signed your Secret)" .Values.certs.caBundle -}}
+{{- $values := .root.Values -}}
+{{- if eq $values.certs.mode "selfSigned" -}}
+{{- .certs.caCert | b64enc -}}
+{{- else if eq $values.certs.mode "secret" -}}
+{{- required "certs.caBundle is required with certs.mode=secret (base64 PEM of the CA that signed your Secret)" $values.certs.caBundle -}}
 {{- end -}}
 {{- end -}}
 
@@ -58,7 +56,7 @@ cert-manager.io/inject-ca-from: {{ printf "%s/%s" .Release.Namespace (include "g
 {{- end -}}
 {{- end -}}
 
-{{/* clientConfig for a webhook at `.path`. */}}
+{{/* clientConfig for a webhook at `.path`; args root, certs, path. */}}
 {{- define "gpupolicy.clientConfig" -}}
 clientConfig:
   service:
@@ -66,7 +64,7 @@ clientConfig:
     namespace: {{ .root.Release.Namespace }}
     path: {{ .path }}
     port: {{ .root.Values.service.port }}
-  {{- with include "gpupolicy.caBundle" .root }}
+  {{- with include "gpupolicy.caBundle" . }}
   caBundle: {{ . }}
   {{- end }}
 {{- end -}}

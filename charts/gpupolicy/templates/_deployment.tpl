@@ -1,3 +1,6 @@
+{{/* The webhook Deployment; args: dict "root" (the chart context) "certs" (self-signed pair). */}}
+{{- define "gpupolicy.deployment" -}}
+{{- with .root }}
 {{- $fullname := include "gpupolicy.fullname" . }}
 apiVersion: apps/v1
 kind: Deployment
@@ -30,7 +33,7 @@ spec:
         {{- if eq .Values.certs.mode "selfSigned" }}
         # A changed serving pair (first install, reissueServingCert) rolls the pods; a reused
         # one leaves them alone. The server also re-reads rotated files on its own.
-        checksum/tls: {{ (include "gpupolicy.selfSignedCerts" . | fromYaml).cert | sha256sum }}
+        checksum/tls: {{ $.certs.cert | sha256sum }}
         {{- else }}
         checksum/tls: {{ printf "%s/%s/%s" .Values.certs.mode (include "gpupolicy.tlsSecretName" .) .Values.certs.caBundle | sha256sum }}
         {{- end }}
@@ -74,7 +77,7 @@ spec:
       {{- with .Values.topologySpreadConstraints }}
       topologySpreadConstraints:
         {{- range . }}
-        - {{- toYaml (merge (dict) . (dict "labelSelector" (dict "matchLabels" (include "gpupolicy.selectorLabels" $ | fromYaml)))) | nindent 10 }}
+        - {{- toYaml (merge (dict) . (dict "labelSelector" (dict "matchLabels" (include "gpupolicy.selectorLabels" $.root | fromYaml)))) | nindent 10 }}
         {{- end }}
       {{- end }}
       {{- with .Values.nodeSelector }}
@@ -152,3 +155,5 @@ spec:
           emptyDir:
             medium: Memory
             sizeLimit: 64Mi
+{{- end }}
+{{- end -}}

@@ -4,9 +4,6 @@ thing, so nothing is left behind that could refuse pods. Emergency (webhook down
 GPU pods): `kubectl delete validatingwebhookconfiguration <name>`; the API server never sends
 webhook configurations to webhooks, so this always works.
 */ -}}
-{{- $fullname := include "gpupolicy.fullname" . }}
-{{- $mc := include "gpupolicy.matchConditionsOn" . }}
-{{- $podPaths := list "spec" }}
 {{- /* One webhook per workloadKinds entry, so each matchCondition walks only its own paths. */}}
 {{- define "gpupolicy.workloadWebhook" -}}
 - name: {{ .kind.name }}.workloads.{{ .verb }}.gpupolicy.io
@@ -15,7 +12,7 @@ webhook configurations to webhooks, so this always works.
   {{- with .reinvocationPolicy }}
   reinvocationPolicy: {{ . }}
   {{- end }}
-  {{- include "gpupolicy.clientConfig" (dict "root" .root "path" (printf "/%s" .verb)) | nindent 2 }}
+  {{- include "gpupolicy.clientConfig" (dict "root" .root "path" (printf "/%s" .verb) "certs" .certs) | nindent 2 }}
   rules:
     - apiGroups: {{ toJson .kind.apiGroups }}
       apiVersions: ["*"]
@@ -36,6 +33,14 @@ namespaceSelector:
 objectSelector:
   {{- toYaml .Values.webhooks.objectSelector | nindent 2 }}
 {{- end }}
+{{/* Both webhook configurations; args as gpupolicy.deployment. */}}
+{{- define "gpupolicy.webhookConfigurations" -}}
+{{- $root := .root }}
+{{- $certs := .certs }}
+{{- with .root }}
+{{- $fullname := include "gpupolicy.fullname" . }}
+{{- $mc := include "gpupolicy.matchConditionsOn" . }}
+{{- $podPaths := list "spec" }}
 {{- if .Values.webhooks.mutate.enabled }}
 apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingWebhookConfiguration
@@ -52,7 +57,7 @@ webhooks:
     {{- include "gpupolicy.webhookCommon" . | nindent 4 }}
     failurePolicy: {{ .Values.webhooks.mutate.failurePolicy }}
     reinvocationPolicy: {{ .Values.webhooks.mutate.reinvocationPolicy }}
-    {{- include "gpupolicy.clientConfig" (dict "root" . "path" "/mutate") | nindent 4 }}
+    {{- include "gpupolicy.clientConfig" (dict "root" . "path" "/mutate" "certs" $certs) | nindent 4 }}
     rules:
       - apiGroups: [""]
         apiVersions: ["v1"]
@@ -64,7 +69,7 @@ webhooks:
     {{- end }}
   {{- if .Values.webhooks.mutate.templates }}
   {{- range .Values.webhooks.workloadKinds }}
-  {{- include "gpupolicy.workloadWebhook" (dict "root" $ "kind" . "verb" "mutate" "operations" (list "CREATE") "failurePolicy" $.Values.webhooks.mutate.failurePolicy "reinvocationPolicy" $.Values.webhooks.mutate.reinvocationPolicy "matchConditions" $mc) | nindent 2 }}
+  {{- include "gpupolicy.workloadWebhook" (dict "root" $root "certs" $certs "kind" . "verb" "mutate" "operations" (list "CREATE") "failurePolicy" $root.Values.webhooks.mutate.failurePolicy "reinvocationPolicy" $root.Values.webhooks.mutate.reinvocationPolicy "matchConditions" $mc) | nindent 2 }}
   {{- end }}
   {{- end }}
 {{- end }}
@@ -84,7 +89,7 @@ webhooks:
   - name: pods.validate.gpupolicy.io
     {{- include "gpupolicy.webhookCommon" . | nindent 4 }}
     failurePolicy: {{ .Values.webhooks.validate.failurePolicy }}
-    {{- include "gpupolicy.clientConfig" (dict "root" . "path" "/validate") | nindent 4 }}
+    {{- include "gpupolicy.clientConfig" (dict "root" . "path" "/validate" "certs" $certs) | nindent 4 }}
     rules:
       - apiGroups: [""]
         apiVersions: ["v1"]
@@ -96,7 +101,9 @@ webhooks:
     {{- end }}
   {{- if .Values.webhooks.validate.workloads }}
   {{- range .Values.webhooks.workloadKinds }}
-  {{- include "gpupolicy.workloadWebhook" (dict "root" $ "kind" . "verb" "validate" "operations" (list "CREATE" "UPDATE") "failurePolicy" $.Values.webhooks.validate.failurePolicy "matchConditions" $mc) | nindent 2 }}
+  {{- include "gpupolicy.workloadWebhook" (dict "root" $root "certs" $certs "kind" . "verb" "validate" "operations" (list "CREATE" "UPDATE") "failurePolicy" $root.Values.webhooks.validate.failurePolicy "matchConditions" $mc) | nindent 2 }}
   {{- end }}
   {{- end }}
 {{- end }}
+{{- end }}
+{{- end -}}
