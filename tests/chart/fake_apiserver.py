@@ -23,7 +23,8 @@ RESOURCES: dict[tuple[str, str], list[tuple[str, str, bool]]] = {
     ("apps", "v1"): [("deployments", "Deployment", True)],
     ("policy", "v1"): [("poddisruptionbudgets", "PodDisruptionBudget", True)],
     ("rbac.authorization.k8s.io", "v1"): [
-        ("clusterroles", "ClusterRole", False), ("clusterrolebindings", "ClusterRoleBinding", False),
+        ("clusterroles", "ClusterRole", False),
+        ("clusterrolebindings", "ClusterRoleBinding", False),
         ("roles", "Role", True), ("rolebindings", "RoleBinding", True)],
     ("admissionregistration.k8s.io", "v1"): [
         ("mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False),
