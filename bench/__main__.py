@@ -10,7 +10,8 @@ from pathlib import Path
 
 def main(names: list[str]) -> int:
     here = Path(__file__).parent
-    modules = sorted(m.name for m in pkgutil.iter_modules([str(here)]) if m.name.startswith("bench_"))
+    found = pkgutil.iter_modules([str(here)])
+    modules = sorted(m.name for m in found if m.name.startswith("bench_"))
     chosen = [m for m in modules if not names or m.removeprefix("bench_") in names]
     failed = 0
     for name in chosen:

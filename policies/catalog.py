@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 
@@ -68,6 +69,7 @@ def _strip_suffixes(name: str) -> str:
     return name
 
 
+@lru_cache(maxsize=4096)
 def _normalize(name: str) -> str:
     name = _strip_suffixes(name.strip().lower())
     if name.startswith("nvidia-"):

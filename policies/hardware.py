@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from policies.catalog import Catalog, GPUModel, models_equal
+from policies.catalog import Catalog, GPUModel
 from policies.inventory import Pool
 from policies.mig import fits
 from policies.resources import classify, mig_profile
@@ -45,13 +45,52 @@ def verdicts(
 ) -> list[PoolVerdict]:
     """Each pool with the reasons it cannot take the pod; `allowed_models` lists every policy's
     `allowedModels` that applies (a model must be in all of them)."""
+    need = _Need.of(view, allowed_models)
     return [
         PoolVerdict(
             pool.name, len(pool.node_names), pool.model.name if pool.model else pool.product,
-            tuple(_reasons(view, pool, allowed_models, amounts_known)),
+            tuple(_reasons(need, pool, amounts_known)),
         )
         for pool in pools
     ]
+
+
+def any_fits(
+    view: PodView, pools: Iterable[Pool], *, allowed_models: Sequence[Sequence[str]] = ()
+) -> bool:
+    """The admission question, answered at the first pool that fits."""
+    need = _Need.of(view, allowed_models)
+    return any(next(_reasons(need, pool, True), None) is None for pool in pools)
+
+
+@dataclass(frozen=True, slots=True)
+class _Need:
+    """What the pod asks of a node, worked out once for all pools."""
+
+    spec: Mapping[str, Any]
+    allowed: tuple[tuple[frozenset[str], str], ...]  # normalised names, and as written
+    totals: Mapping[str, Fraction]
+    mig: Mapping[str, int]
+    gpushare_gib: Fraction
+    hami_mb: tuple[tuple[str, Fraction], ...]  # (container, MB per GPU)
+    tolerations: tuple[Mapping[str, Any], ...]
+
+    @classmethod
+    def of(cls, view: PodView, allowed_models: Sequence[Sequence[str]]) -> _Need:
+        totals = view.demand.totals
+        return cls(
+            spec=view.spec,
+            allowed=tuple((frozenset(map(Catalog.normalize, a)), ", ".join(a) or "none")
+                          for a in allowed_models),
+            totals=totals,
+            mig={p: int(v) for n, v in totals.items()
+                 if (p := mig_profile(n)) is not None and v > 0 and v.denominator == 1},
+            gpushare_gib=sum((c.amount("aliyun.com/gpu-mem") for c in view.demand.containers
+                              if c.role == "app"), Fraction(0)),
+            hami_mb=tuple((c.name, c.amount("nvidia.com/gpumem"))
+                          for c in view.demand.containers if "nvidia.com/gpumem" in c.amounts),
+            tolerations=tuple(_list(view.spec.get("tolerations"))),
+        )
 
 
 def catalog_pools(catalog: Catalog) -> tuple[Pool, ...]:
@@ -65,25 +104,20 @@ def catalog_pools(catalog: Catalog) -> tuple[Pool, ...]:
     )
 
 
-def _reasons(
-    view: PodView, pool: Pool, allowed_lists: Sequence[Sequence[str]], amounts_known: bool
-) -> Iterator[str]:
-    spec = view.spec
+def _reasons(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[str]:
     product = pool.model.name if pool.model else pool.product
-    for allowed in allowed_lists:
-        if not any(product and models_equal(product, a) for a in allowed):
-            yield (f"GPU model {product or '(none)'} is not allowed "
-                   f"({', '.join(allowed) or 'none'})")
+    for names, written in need.allowed:
+        if not product or Catalog.normalize(product) not in names:
+            yield f"GPU model {product or '(none)'} is not allowed ({written})"
             break
-    yield from _selection(spec, pool)
-    for taint in untolerated(_list(spec.get("tolerations")), pool.taints):
+    for taint in untolerated(need.tolerations, pool.taints):
         value = f"={taint.value}" if taint.value else ""
         yield f"taint {taint.key}{value}:{taint.effect} is not tolerated"
-    totals = view.demand.totals
+    yield from _selection(need.spec, pool)
+    yield from _mig(need.mig, pool)
     if amounts_known:
-        yield from _amounts(totals, pool.allocatable)
-    yield from _mig(totals, pool)
-    yield from _shared_memory(view, pool)
+        yield from _amounts(need.totals, pool.allocatable)
+    yield from _shared_memory(need, pool)
 
 
 def _list(value: Any) -> list[Mapping[str, Any]]:
@@ -93,11 +127,9 @@ def _list(value: Any) -> list[Mapping[str, Any]]:
 def _selection(spec: Mapping[str, Any], pool: Pool) -> Iterator[str]:
     selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else None
     affinity = spec.get("affinity") if isinstance(spec.get("affinity"), dict) else None
-    keys = set(selector or ())
-    if affinity and "nodeAffinity" in affinity:
-        keys.add("kubernetes.io/hostname")  # may name nodes: check them one by one
+    keys, by_name = _selector_keys(selector, affinity)
     selected = affinity_ok = False
-    for name, labels in pool.label_sets(keys):
+    for name, labels in pool.label_sets(keys, by_name):
         sel = node_selector_matches(selector, labels)
         aff = node_affinity_matches(affinity, labels, name)
         selected |= sel
@@ -115,6 +147,20 @@ def _selection(spec: Mapping[str, Any], pool: Pool) -> Iterator[str]:
         yield "required node affinity selects none of its nodes"
 
 
+def _selector_keys(
+    selector: Mapping[str, Any] | None, affinity: Mapping[str, Any] | None
+) -> tuple[set[str], bool]:
+    """Label keys the pod selects on, and whether it names nodes (matchFields)."""
+    keys = set(selector or ())
+    by_name = False
+    node_affinity = (affinity or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    for term in _list(required.get("nodeSelectorTerms")):
+        keys.update(str(e.get("key")) for e in _list(term.get("matchExpressions")))
+        by_name |= bool(term.get("matchFields"))
+    return keys, by_name
+
+
 def _amounts(totals: Mapping[str, Fraction], allocatable: Mapping[str, int]) -> Iterator[str]:
     for name, need in sorted(totals.items()):
         resource = classify(name)
@@ -125,37 +171,31 @@ def _amounts(totals: Mapping[str, Fraction], allocatable: Mapping[str, int]) -> 
             yield f"not enough {name}: the pod needs {need}, a node has {have or 'none'}"
 
 
-def _mig(totals: Mapping[str, Fraction], pool: Pool) -> Iterator[str]:
-    counts = {p: int(v) for n, v in totals.items()
-              if (p := mig_profile(n)) is not None and v > 0 and v.denominator == 1}
-    if not counts:
-        return
+def _mig(counts: Mapping[str, int], pool: Pool) -> Iterator[str]:
     model = pool.model
-    if model is None:
+    if not counts or model is None:
         return
     missing = [p for p in counts if model.profile(p) is None]
     for profile in missing:
         valid = ", ".join(model.profile_names) or "none (no MIG support)"
         yield f"MIG profile {profile} does not exist on {model.name}; valid: {valid}"
-    if not missing and not fits(model, counts, max(pool.gpu_count, 1)):
+    gpus = max(pool.gpu_count, 1)
+    if not missing and not fits(model, counts, gpus):
         wanted = ", ".join(f"{n}×{p}" for p, n in counts.items())
-        yield f"{wanted} cannot be placed on the {max(pool.gpu_count, 1)} GPU(s) of a node"
+        yield f"{wanted} cannot be placed on the {gpus} GPU(s) of a node"
 
 
-def _shared_memory(view: PodView, pool: Pool) -> Iterator[str]:
-    gib = sum((c.amount("aliyun.com/gpu-mem") for c in view.demand.containers
-               if c.role == "app"), Fraction(0))
-    if gib > 0:
+def _shared_memory(need: _Need, pool: Pool) -> Iterator[str]:
+    if need.gpushare_gib > 0:
         device = _device_gib(pool)
-        if device is not None and gib > device:
-            yield (f"aliyun.com/gpu-mem {gib} GiB does not fit on one GPU "
+        if device is not None and need.gpushare_gib > device:
+            yield (f"aliyun.com/gpu-mem {need.gpushare_gib} GiB does not fit on one GPU "
                    f"({float(device):.1f} GiB)")
     model = pool.model
     if model is not None:
-        for container in view.demand.containers:
-            mb = container.amount("nvidia.com/gpumem")
+        for name, mb in need.hami_mb:
             if mb > model.memory_mib:
-                yield (f"nvidia.com/gpumem {mb} MB of container {container.name!r} is more "
+                yield (f"nvidia.com/gpumem {mb} MB of container {name!r} is more "
                        f"than one {model.name} has ({model.memory_mib} MiB)")
 
 

@@ -44,11 +44,21 @@ def inject(
         yield policies[0], Finding("pod-spec-malformed", str(exc), prefix)
 
 
+_DUMPS: dict[int, tuple[Any, dict[str, Any]]] = {}
+
+
 def _dump(model: Any) -> dict[str, Any]:
+    """The model as the pod would carry it; computed once per (frozen) policy part. Callers get
+    the shared dict and must not change it (Patch copies what it writes)."""
+    cached = _DUMPS.get(id(model))
+    if cached is not None and cached[0] is model:
+        return cached[1]
     # JSON mode gives lists, not tuples, so values compare equal to what the pod carries.
-    return model.model_dump(  # type: ignore[no-any-return]
+    dumped: dict[str, Any] = model.model_dump(
         mode="json", by_alias=True, exclude_none=True, exclude_defaults=True
     )
+    _DUMPS[id(model)] = (model, dumped)
+    return dumped
 
 
 def _limits_from_requests(patch: Patch, demand: PodDemand, policies: Sequence[GPUPolicy]) -> None:

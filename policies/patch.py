@@ -6,7 +6,6 @@ apiserver applies them; a parent that is missing is added whole, never assumed.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from policies.paths import FieldPath, to_pointer
@@ -23,6 +22,7 @@ class Patch:
         self.original = original
         self.ops: list[dict[str, Any]] = []
         self._doc: Any = _MISSING
+        self._own: set[int] = set()
 
     @property
     def doc(self) -> Any:
@@ -64,17 +64,41 @@ class Patch:
         self._write("add", path, value)
 
     def _write(self, op: str, path: FieldPath, value: Any) -> None:
-        self.ops.append({"op": op, "path": to_pointer(path), "value": copy.deepcopy(value)})
+        self.ops.append({"op": op, "path": to_pointer(path), "value": clone(value)})
+        # Copy on write: only the containers on the path are copied, the rest is shared
+        # with the original, which is never changed.
         if self._doc is _MISSING:
-            self._doc = copy.deepcopy(self.original)
+            self._doc = _shallow(self.original)
+            self._own = {id(self._doc)}
         parent = self._doc
         for part in path[:-1]:
-            parent = parent[part]
-        last = path[-1]
-        if last == "-":
-            parent.append(copy.deepcopy(value))
+            child = parent[part]
+            if id(child) not in self._own:
+                child = _shallow(child)
+                parent[part] = child
+                self._own.add(id(child))
+            parent = child
+        fresh = clone(value)
+        if isinstance(fresh, dict | list):
+            self._own.add(id(fresh))
+        if path[-1] == "-":
+            parent.append(fresh)
         else:
-            parent[last] = copy.deepcopy(value)
+            parent[path[-1]] = fresh
+
+
+def _shallow(value: Any) -> Any:
+    return dict(value) if isinstance(value, dict) else list(value)
+
+
+def clone(value: Any) -> Any:
+    """A copy of JSON-shaped data; several times faster than copy.deepcopy on it. Leaves
+    (str, numbers, and the dates a YAML loader may produce) are immutable and shared."""
+    if isinstance(value, dict):
+        return {k: clone(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clone(v) for v in value]
+    return value
 
 
 def _child(node: Any, part: str | int) -> Any:

@@ -92,10 +92,7 @@ class Container:
     role: Role
     spec: Mapping[str, Any]
     amounts: Mapping[str, Amount]  # accelerator resources only, parsable ones
-
-    @property
-    def gpu(self) -> bool:
-        return any(a.value > 0 and a.resource.counts_as_gpu for a in self.amounts.values())
+    gpu: bool  # asks for an accelerator (a quantity > 0 of a resource that counts)
 
     def amount(self, name: str) -> Fraction:
         found = self.amounts.get(name)
@@ -140,11 +137,12 @@ def iter_containers(
 
 
 def demand(spec: Mapping[str, Any], prefix: FieldPath) -> PodDemand:
-    containers = tuple(
-        Container(path, str(c.get("name", "")), role, c, _amounts(c, path))
-        for path, role, c in iter_containers(spec, prefix)
-    )
-    return PodDemand(containers, _totals(containers))
+    containers = []
+    for path, role, c in iter_containers(spec, prefix):
+        amounts = _amounts(c, path)
+        gpu = any(a.value > 0 and a.resource.counts_as_gpu for a in amounts.values())
+        containers.append(Container(path, str(c.get("name", "")), role, c, amounts, gpu))
+    return PodDemand(tuple(containers), _totals(containers))
 
 
 def _amounts(container: Mapping[str, Any], path: FieldPath) -> dict[str, Amount]:
@@ -168,7 +166,7 @@ def _amounts(container: Mapping[str, Any], path: FieldPath) -> dict[str, Amount]
     return found
 
 
-def _totals(containers: tuple[Container, ...]) -> dict[str, Fraction]:
+def _totals(containers: list[Container]) -> dict[str, Fraction]:
     names = {n for c in containers for n in c.amounts}
     totals: dict[str, Fraction] = {}
     for name in names:

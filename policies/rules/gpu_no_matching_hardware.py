@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from policies.context import Context
 from policies.decision import Finding
-from policies.hardware import verdicts
+from policies.hardware import any_fits, verdicts
 from policies.model import GPUPolicy
 from policies.view import PodView
 
@@ -27,8 +27,8 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     if not rules.require_hardware_match or inventory is None or not view.demand.gpu:
         return
     allowed = [rules.allowed_models] if rules.allowed_models is not None else []
-    results = verdicts(view, inventory.pools, allowed_models=allowed)
-    if any(v.fits for v in results):
+    if any_fits(view, inventory.pools, allowed_models=allowed):
         return
+    results = verdicts(view, inventory.pools, allowed_models=allowed)
     detail = "; ".join(v.describe() for v in results) or "the inventory has no nodes"
     yield Finding(ID, f"no node can run this pod: {detail}", view.at("containers"))

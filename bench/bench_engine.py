@@ -1,0 +1,142 @@
+"""Engine speed: reviews per second over every corpus document (YAML parsing excluded) and the
+median time to review one GPU pod with a full policy and 1,000 nodes. A baseline (a JSON round
+trip of the same objects, the cheapest thing a front door does with them) runs in the same
+process, so the ratio holds on a noisy machine."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from policies.context import Context
+from policies.engine import review
+from policies.inventory import Inventory
+from policies.loading import parse_policies
+from webhook.sources import load_catalog, load_policies
+
+CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+FULL_POLICY = """
+apiVersion: gpupolicy.io/v1alpha1
+kind: GPUPolicy
+metadata: {name: training}
+spec:
+  namespaces: ["ml-*"]
+  inject:
+    tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+    nodeSelector: {workload: gpu-training}
+    nodeAffinity:
+      required:
+        - key: nvidia.com/gpu.product
+          operator: In
+          values: [NVIDIA-A100-SXM4-80GB, NVIDIA-H100-80GB-HBM3]
+      preferred:
+        - weight: 50
+          preference: {matchExpressions: [{key: gpu-memory, operator: In, values: [large]}]}
+    runtimeClassName: nvidia
+    priorityClassName: gpu-batch
+    gpuLimitsFromRequests: true
+    hideGPUsFromNonGPUContainers: true
+  rules:
+    allowedResources: ["nvidia.com/gpu", "nvidia.com/mig-*"]
+    maxGPUsPerPod: 8
+    maxGPUsPerContainer: 8
+    allowedModels: [NVIDIA-A100-SXM4-80GB, NVIDIA-H100-80GB-HBM3]
+    requireHardwareMatch: true
+    mig: {allowedProfiles: ["1g.10gb", "3g.40gb"], maxInstancesPerPod: 4}
+    shared: {maxMemoryGiBPerContainer: 16}
+    denyPrivilegedGPUContainers: true
+    denyVisibleDevicesBypass: true
+"""
+PRODUCTS = ["NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3", "Tesla-T4", "NVIDIA-L4", ""]
+
+
+def nodes(count: int) -> list[dict[str, Any]]:
+    out = []
+    for i in range(count):
+        product = PRODUCTS[i % len(PRODUCTS)]
+        labels = {"kubernetes.io/hostname": f"node-{i}", "workload": "gpu-training",
+                  "topology.kubernetes.io/zone": f"zone-{i % 3}"}
+        allocatable = {"cpu": "64", "memory": "512Gi"}
+        if product:
+            labels.update({"nvidia.com/gpu.product": product, "nvidia.com/gpu.count": "8"})
+            allocatable["nvidia.com/gpu"] = "8"
+        out.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"node-{i}",
+                    "labels": labels},
+                    "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
+                             if product else []},
+                    "status": {"allocatable": allocatable}})
+    return out
+
+
+GPU_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml-a"},
+           "spec": {"containers": [
+               {"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "4"}}},
+               {"name": "log", "image": "fluent"}]}}
+
+
+def corpus_documents() -> list[dict[str, Any]]:
+    docs = []
+    for path in sorted(CORPUS.rglob("*.y*ml")):
+        try:
+            docs += [d for d in yaml.load_all(path.read_text(), Loader=_Loader)
+                     if isinstance(d, dict)]
+        except (yaml.YAMLError, UnicodeDecodeError):
+            continue
+    return docs
+
+
+def best_rate(func: Any, items: list[Any], rounds: int = 5) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for item in items:
+            func(item)
+        best = min(best, time.perf_counter() - start)
+    return len(items) / best
+
+
+def main() -> int:
+    catalog = load_catalog()
+    context = Context(policies=load_policies(), catalog=catalog)
+    if CORPUS.is_dir():
+        docs = corpus_documents()
+        reviews = best_rate(lambda d: review(d, context), docs)
+        baseline = best_rate(lambda d: json.loads(json.dumps(d, default=str)), docs)
+        print(f"corpus: {len(docs)} documents, {reviews:,.0f} reviews/s on one core "
+              f"(target ≥ 10,000); JSON round trip {baseline:,.0f}/s; "
+              f"review costs {baseline / reviews:.2f}× a round trip")
+    else:
+        print(f"corpus not present at {CORPUS}: corpus rate not measured")
+
+    full = Context(policies=parse_policies(FULL_POLICY), catalog=catalog,
+                   inventory=Inventory.from_nodes(nodes(1000), catalog))
+    decision = review(GPU_POD, full)
+    assert decision.allowed and decision.patch, decision.violations
+    samples = []
+    for _ in range(2000):
+        start = time.perf_counter()
+        review(GPU_POD, full)
+        samples.append(time.perf_counter() - start)
+    median = statistics.median(samples) * 1e6
+    copy_samples = []
+    for _ in range(2000):
+        start = time.perf_counter()
+        json.loads(json.dumps(GPU_POD))
+        copy_samples.append(time.perf_counter() - start)
+    base = statistics.median(copy_samples) * 1e6
+    print(f"GPU pod, full policy, 1,000 nodes in {len(full.inventory.pools)} pools: "  # type: ignore[union-attr]
+          f"median {median:.0f} µs (target ≤ 100 µs), p99 "
+          f"{sorted(samples)[int(len(samples) * 0.99)] * 1e6:.0f} µs; "
+          f"{median / base:.1f}× a JSON round trip of the pod ({base:.1f} µs)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
