@@ -16,7 +16,7 @@ BAD = "tests/lint/fixtures/bad-policies"
     (2, f"{BAD}/typos.yaml:15: document 2: spec.mode: Input should be 'Enforce', 'Warn' or "
         "'Audit'"),
     (3, f"{BAD}/typos.yaml:25: document 3: spec.inject.runtimeClass: unknown field"),
-    (4, "3 problems in 2 files"),
+    (4, "4 problems in 2 files"),
 ])
 def test_problems_name_file_line_document_and_field(line: int, expected: str) -> None:
     run = gpupolicy("policy", "check", f"{BAD}/broken.yaml", f"{BAD}/typos.yaml", cwd=ROOT)
