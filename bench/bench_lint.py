@@ -1,0 +1,129 @@
+"""Linter speed: `gpupolicy lint` over every YAML file of ../shared/corpus with the bundled
+policies, against `checkov -d` (Kubernetes framework only) and `yamllint` on the same folder,
+in the same run: wall time (interpreter start included), documents per second, peak RSS.
+Also one small file, where start-up is the whole cost.
+
+checkov and yamllint are not project dependencies: they live in their own virtualenv,
+$GPUPOLICY_BENCH_VENV (default /tmp/gpupolicy-bench/venv), created with pip on first use.
+Without network or on failure their rows are skipped, and the reason is printed.
+
+Targets (issue 4): corpus <= 1.0 s, >= 10x faster than checkov, peak RSS <= 200 MB,
+one small file <= 300 ms. main() returns 1 when a target is missed.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT.parent / "shared" / "corpus"
+SMALL = ROOT / "tests" / "lint" / "fixtures" / "manifests" / "training.yaml"
+VENV = Path(os.environ.get("GPUPOLICY_BENCH_VENV", "/tmp/gpupolicy-bench/venv"))
+LINT = [sys.executable, "-c",
+        "import sys; from webhook.cli import main; sys.argv[0] = 'gpupolicy'; main()", "lint"]
+
+
+@dataclass
+class Measure:
+    name: str
+    seconds: float  # median wall time
+    rss_mb: float  # peak resident set size of the process
+    runs: int
+
+
+def measure(name: str, argv: list[str], runs: int, env: dict[str, str] | None = None) -> Measure:
+    """Median wall time and peak RSS of `argv` run `runs` times (output discarded)."""
+    times, peaks = [], []
+    for _ in range(runs):
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                cwd=ROOT, env=env)
+        _, _, usage = os.wait4(proc.pid, 0)
+        times.append(time.perf_counter() - start)
+        proc.returncode = 0  # reaped by wait4 above
+        peaks.append(usage.ru_maxrss / 1024)
+    return Measure(name, statistics.median(times), max(peaks), runs)
+
+
+def corpus_files() -> list[Path]:
+    return sorted(p for p in CORPUS.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def count_documents(files: list[Path]) -> int:
+    sys.path.insert(0, str(ROOT))
+    from webhook import lint, yamlpos
+
+    return sum(
+        1 for f in files for d in yamlpos.read_stream(f.read_bytes()).documents
+        for _, obj in d.objects() if lint.is_kubernetes_object(obj)
+    )
+
+
+def tools_venv() -> tuple[Path | None, str]:
+    """The virtualenv with checkov and yamllint, created on first use."""
+    checkov = VENV / "bin" / "checkov"
+    if checkov.exists() and (VENV / "bin" / "yamllint").exists():
+        return VENV, ""
+    print(f"installing checkov and yamllint into {VENV} (first run only) ...", flush=True)
+    try:
+        if not (VENV / "bin" / "pip").exists():
+            subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True,
+                           capture_output=True, timeout=300)
+        subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", "checkov", "yamllint"],
+                       check=True, capture_output=True, timeout=1200)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"could not install checkov/yamllint ({type(exc).__name__}): rows skipped"
+    return VENV, ""
+
+
+def main() -> int:
+    if not CORPUS.is_dir():
+        print(f"corpus not present at {CORPUS}: lint bench skipped")
+        return 0
+    files = corpus_files()
+    docs = count_documents(files)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
+    # Directory walking is part of the job, as for checkov -d: hand over the folder itself.
+    # Only YAML counts here, so pass the files (the admissionreview JSON is not manifests).
+    file_args = [str(f) for f in files]
+    rows = [measure("gpupolicy lint (corpus)", [*LINT, *file_args], 5, env)]
+    small = measure("gpupolicy lint (one small file)", [*LINT, str(SMALL)], 10, env)
+    venv, why = tools_venv()
+    if venv is not None:
+        tool_env = {**os.environ, "CHECKOV_RUN_SCA_PACKAGE_SCAN_V2": "false",
+                    "BC_SKIP_MAPPING": "TRUE", "LOG_LEVEL": "ERROR"}
+        rows.append(measure("checkov -d --framework kubernetes",
+                            [str(venv / "bin" / "checkov"), "-d", str(CORPUS), "--framework",
+                             "kubernetes", "--quiet", "--compact", "--skip-download",
+                             "-o", "json"], 1, tool_env))
+        rows.append(measure("yamllint", [str(venv / "bin" / "yamllint"), "-f", "parsable",
+                                         *file_args], 3, tool_env))
+    print(f"corpus: {len(files)} YAML files, {docs} Kubernetes objects "
+          f"({sum(f.stat().st_size for f in files) / 1e6:.1f} MB); 2 cores")
+    print(f"{'tool':<36} {'wall s':>8} {'objects/s':>10} {'peak RSS MB':>12} {'runs':>5}")
+    for row in [*rows, small]:
+        rate = f"{docs / row.seconds:,.0f}" if row is not small else "-"
+        print(f"{row.name:<36} {row.seconds:>8.3f} {rate:>10} {row.rss_mb:>12.0f} {row.runs:>5}")
+    if why:
+        print(why)
+    lint_row = rows[0]
+    checks = [
+        ("corpus <= 1.0 s", lint_row.seconds <= 1.0, f"{lint_row.seconds:.3f} s"),
+        ("peak RSS <= 200 MB", lint_row.rss_mb <= 200, f"{lint_row.rss_mb:.0f} MB"),
+        ("one small file <= 300 ms", small.seconds <= 0.3, f"{small.seconds * 1000:.0f} ms"),
+    ]
+    checkov = next((r for r in rows if r.name.startswith("checkov")), None)
+    if checkov is not None:
+        ratio = checkov.seconds / lint_row.seconds
+        checks.append((">= 10x faster than checkov", ratio >= 10, f"{ratio:.1f}x"))
+    failed = 0
+    for label, ok, value in checks:
+        print(f"  {'ok  ' if ok else 'MISS'} {label}: {value}")
+        failed += not ok
+    return 1 if failed else 0
