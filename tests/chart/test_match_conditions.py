@@ -1,0 +1,188 @@
+"""The webhooks' CEL matchConditions, evaluated with cel-python over cases and the corpus.
+
+They decide which objects can ever be refused while the webhook is down, so two things must
+hold: every object the engine would treat as GPU-related reaches the webhook (no GPU pod slips
+past), and no object makes the expression fail (an error under failurePolicy Fail is a 403).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import celpy
+import pytest
+import yaml
+from celpy.adapter import json_to_cel
+from celpy.evaluation import CELEvalError
+
+from policies.resources import _FIXED, classify  # _FIXED: the engine's table of known names
+from policies.workloads import WORKLOAD_KINDS, pod_specs
+from tests.chart.helm import render, webhooks
+from tests.chart.test_webhooks import KIND_RESOURCES
+
+_ENV = celpy.Environment()
+_PROGRAMS: dict[str, Any] = {}
+
+
+def _hook_for(obj: dict[str, Any], values: str = "default") -> dict[str, Any]:
+    kind = obj["kind"]
+    group = obj["apiVersion"].rpartition("/")[0]
+    key = f"{group}/{kind}" if f"{group}/{kind}" in KIND_RESOURCES else kind
+    group, resource = ("", "pods") if kind == "Pod" else KIND_RESOURCES[key]
+    hooks = webhooks(render(values), "ValidatingWebhookConfiguration")
+    return next(h for h in hooks.values() for r in h["rules"]
+                if group in r["apiGroups"] and resource in r["resources"])
+
+
+def matches(obj: dict[str, Any]) -> bool:
+    """The webhook's matchCondition on `obj`, as the API server would evaluate it."""
+    expression = _hook_for(obj)["matchConditions"][0]["expression"]
+    if expression not in _PROGRAMS:
+        _PROGRAMS[expression] = _ENV.program(_ENV.compile(expression))
+    result = _PROGRAMS[expression].evaluate({"object": json_to_cel(obj)})
+    if isinstance(result, CELEvalError):
+        raise AssertionError(f"CEL error on {obj['kind']}: {result}")
+    return bool(result)
+
+
+def gpu_related(obj: dict[str, Any]) -> bool:
+    """The engine's view: a known accelerator resource, or NVIDIA_VISIBLE_DEVICES, anywhere."""
+    for _, spec in pod_specs(obj):
+        for key in ("containers", "initContainers"):
+            for container in spec.get(key) or []:
+                if not isinstance(container, dict):
+                    continue
+                resources = container.get("resources") or {}
+                names = [*(resources.get("requests") or {}), *(resources.get("limits") or {})]
+                if any(classify(n) is not None for n in names):
+                    return True
+                if any(isinstance(e, dict) and e.get("name") == "NVIDIA_VISIBLE_DEVICES"
+                       for e in container.get("env") or []):
+                    return True
+    return False
+
+
+def _container(
+    resources: dict[str, Any] | None = None, env: list[Any] | None = None
+) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": "c", "image": "busybox"}
+    if resources is not None:
+        c["resources"] = resources
+    if env is not None:
+        c["env"] = env
+    return c
+
+
+def _pod_spec(*containers: dict[str, Any], init: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": list(containers)}
+    if init:
+        spec["initContainers"] = list(init)
+    return spec
+
+
+GPU = _container({"limits": {"nvidia.com/gpu": 1}})
+CPU = _container({"requests": {"cpu": "1"}, "limits": {"memory": "1Gi"}})
+TEMPLATE = {"template": {"spec": _pod_spec(GPU)}}
+
+CASES = [
+    ("gpu limit", {"apiVersion": "v1", "kind": "Pod", "spec": _pod_spec(GPU)}, True),
+    ("mig request only", {"apiVersion": "v1", "kind": "Pod", "spec": _pod_spec(
+        _container({"requests": {"nvidia.com/mig-1g.10gb": 1}}))}, True),
+    ("gpu in init container", {"apiVersion": "v1", "kind": "Pod",
+                               "spec": _pod_spec(CPU, init=(_container(
+                                   {"limits": {"amd.com/gpu": 1}}),))}, True),
+    ("gpushare memory", {"apiVersion": "v1", "kind": "Pod", "spec": _pod_spec(
+        _container({"limits": {"aliyun.com/gpu-mem": 4}}))}, True),
+    ("visible devices, no gpu", {"apiVersion": "v1", "kind": "Pod", "spec": _pod_spec(
+        _container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]))}, True),
+    ("cpu only", {"apiVersion": "v1", "kind": "Pod", "spec": _pod_spec(CPU)}, False),
+    ("bare container", {"apiVersion": "v1", "kind": "Pod", "spec": _pod_spec(_container())},
+     False),
+    ("other env", {"apiVersion": "v1", "kind": "Pod", "spec": _pod_spec(
+        _container(env=[{"name": "CUDA_VISIBLE_DEVICES", "value": "0"}]))}, False),
+    ("empty resources", {"apiVersion": "v1", "kind": "Pod", "spec": _pod_spec(
+        _container({}))}, False),
+    ("no spec", {"apiVersion": "v1", "kind": "Pod"}, False),
+    ("deployment", {"apiVersion": "apps/v1", "kind": "Deployment", "spec": TEMPLATE}, True),
+    ("deployment cpu", {"apiVersion": "apps/v1", "kind": "Deployment",
+                        "spec": {"template": {"spec": _pod_spec(CPU)}}}, False),
+    ("cronjob", {"apiVersion": "batch/v1", "kind": "CronJob",
+                 "spec": {"jobTemplate": {"spec": TEMPLATE}}}, True),
+    ("job without template", {"apiVersion": "batch/v1", "kind": "Job", "spec": {}}, False),
+    ("podtemplate", {"apiVersion": "v1", "kind": "PodTemplate", **TEMPLATE}, True),
+    ("pytorchjob worker", {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "spec": {
+        "pytorchReplicaSpecs": {"Master": {"template": {"spec": _pod_spec(CPU)}},
+                                "Worker": {"replicas": 2, **TEMPLATE}}}}, True),
+    ("pytorchjob cpu", {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "spec": {
+        "pytorchReplicaSpecs": {"Master": {"template": {"spec": _pod_spec(CPU)}},
+                                "Worker": {"replicas": 1}}}}, False),
+    ("raycluster worker", {"apiVersion": "ray.io/v1", "kind": "RayCluster", "spec": {
+        "headGroupSpec": {"template": {"spec": _pod_spec(CPU)}},
+        "workerGroupSpecs": [{"groupName": "cpu"}, {"groupName": "gpu", **TEMPLATE}]}}, True),
+    ("rayjob nested", {"apiVersion": "ray.io/v1", "kind": "RayJob", "spec": {
+        "rayClusterSpec": {"workerGroupSpecs": [TEMPLATE]}}}, True),
+    ("rayjob empty", {"apiVersion": "ray.io/v1", "kind": "RayJob", "spec": {
+        "entrypoint": "python x.py"}}, False),
+    ("jobset", {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "spec": {
+        "replicatedJobs": [{"name": "w", "template": {"spec": TEMPLATE}}]}}, True),
+    ("leaderworkerset", {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                         "spec": {"leaderWorkerTemplate": {"workerTemplate": {
+                             "spec": _pod_spec(GPU)}}}}, True),
+    ("volcano job", {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "spec": {
+        "tasks": [{"name": "t", **TEMPLATE}]}}, True),
+    ("kserve predictor", {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+                          "spec": {"predictor": {"containers": [GPU]}}}, True),
+    ("kserve model", {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+                      "spec": {"predictor": {"model": {"modelFormat": {"name": "sklearn"}}}}},
+     False),
+]
+
+
+@pytest.mark.parametrize(("obj", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_match_condition(obj: dict[str, Any], expected: bool) -> None:
+    assert matches(obj) is expected
+    assert gpu_related(obj) is expected  # the oracle agrees on the table
+
+
+def test_every_known_accelerator_resource_is_matched() -> None:
+    names = [*_FIXED, "nvidia.com/mig-3g.40gb", "amd.com/cpx_nps4"]
+    missed = [n for n in names if not matches({"apiVersion": "v1", "kind": "Pod", "spec":
+                                              _pod_spec(_container({"limits": {n: 1}}))})]
+    assert missed == []
+
+
+def _corpus_objects(corpus: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    for path in sorted(corpus.rglob("*.y*ml")):
+        if "admissionreview" in path.parts:
+            continue
+        try:
+            docs = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+        except (yaml.YAMLError, UnicodeDecodeError):
+            continue
+        for doc in docs:
+            items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
+            for item in items or []:
+                if (isinstance(item, dict) and isinstance(item.get("apiVersion"), str)
+                        and (item.get("kind") in WORKLOAD_KINDS
+                             or f"{item['apiVersion'].rpartition('/')[0]}/{item.get('kind')}"
+                             in WORKLOAD_KINDS)):
+                    yield str(path.relative_to(corpus)), item
+
+
+@pytest.mark.corpus
+def test_no_gpu_object_of_the_corpus_slips_past(corpus_dir: Path) -> None:
+    checked = gpu = sent = 0
+    slipped = []
+    for where, obj in _corpus_objects(corpus_dir):
+        checked += 1
+        expected = gpu_related(obj)
+        matched = matches(obj)  # raises on a CEL error
+        gpu += expected
+        sent += matched
+        if expected and not matched:
+            slipped.append(f"{where}: {obj['kind']}/{obj.get('metadata', {}).get('name')}")
+    assert slipped == []
+    print(f"corpus: {checked} workload objects, {gpu} GPU-related, {sent} sent to the webhook")
+    assert checked > 200 and gpu > 50, (checked, gpu)
