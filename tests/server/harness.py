@@ -1,0 +1,171 @@
+"""A real `gpupolicy serve` in a subprocess, and a TLS client that talks to it the way the
+apiserver does: connect to an address, SNI and verification for `<svc>.<ns>.svc`, keep-alive."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+SNI = "gpupolicy.gpupolicy.svc"
+# The console script when the package is installed, else the same entry point through python.
+_SCRIPT = Path(sys.executable).with_name("gpupolicy")
+GPUPOLICY = (
+    [str(_SCRIPT)] if _SCRIPT.exists()
+    else [sys.executable, "-c", "import sys; from webhook.cli import main; main()"]
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def client_context(ca: Path) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(ca))
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
+
+
+class Connection(http.client.HTTPSConnection):
+    """HTTPS to 127.0.0.1 with SNI and hostname check for the Service name."""
+
+    def __init__(self, port: int, context: ssl.SSLContext, sni: str = SNI, timeout: float = 10):
+        super().__init__(sni, port, context=context, timeout=timeout)
+
+    def connect(self) -> None:
+        raw = socket.create_connection(("127.0.0.1", self.port), self.timeout)
+        # http.client sends headers and body in two writes; like Go's client (the apiserver),
+        # turn Nagle off so the body is not held back waiting for a delayed ACK (40 ms).
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = self._context.wrap_socket(raw, server_hostname=self.host)  # type: ignore[attr-defined]
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class Server:
+    port: int
+    ca: Path
+    proc: subprocess.Popen[bytes]
+    log: Path
+    stdout: Path
+    _conn: Connection | None = field(default=None, repr=False)
+
+    def connection(self) -> Connection:
+        return Connection(self.port, client_context(self.ca))
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict[str, str] | None = None) -> Reply:
+        """On one kept-alive connection, reopened if the server closed it."""
+        for attempt in (1, 2):
+            if self._conn is None:
+                self._conn = self.connection()
+            try:
+                self._conn.request(method, path, body=body, headers=headers or {})
+                resp = self._conn.getresponse()
+                data = resp.read()
+                return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, data)
+            except (ConnectionError, http.client.HTTPException):
+                self._conn.close()
+                self._conn = None
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def post(self, path: str, review: Any) -> Reply:
+        body = review if isinstance(review, bytes) else json.dumps(review).encode()
+        return self.request("POST", path, body, {"Content-Type": "application/json"})
+
+    def logs(self) -> list[dict[str, Any]]:
+        out = []
+        for line in self.log.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("{"):
+                out.append(json.loads(line))
+        return out
+
+    def stop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def start(args: list[str], workdir: Path, ca: Path | None = None, timeout: float = 30) -> Server:
+    """Start `gpupolicy serve ARGS` on a free loopback port; wait until /healthz answers."""
+    port = free_port()
+    log, out = workdir / "server.log", workdir / "server.out"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    proc = subprocess.Popen(
+        [*GPUPOLICY, "serve", "--host", "127.0.0.1", "--port", str(port), *args],
+        cwd=workdir, stdout=out.open("wb"), stderr=log.open("wb"), env=env,
+    )
+    server = Server(port, ca or workdir / "certs" / "ca.crt", proc, log, out)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited {proc.returncode}:\n{log.read_text()}")
+        try:
+            if server.request("GET", "/healthz").status == 200:
+                return server
+        except (OSError, http.client.HTTPException):
+            server._conn = None
+        time.sleep(0.1)
+    server.stop()
+    raise RuntimeError(f"server did not answer within {timeout}s:\n{log.read_text()}")
+
+
+def envelope(request: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+def make_request(obj: Any, *, namespace: str | None = "default", operation: str = "CREATE",
+                 uid: str = "0000-test", subresource: str = "", dry_run: bool = False,
+                 old: Any = None, kind: str | None = None) -> dict[str, Any]:
+    kind = kind or (obj.get("kind") if isinstance(obj, dict) else None) or "Pod"
+    api_version = (obj.get("apiVersion") if isinstance(obj, dict) else None) or "v1"
+    group, _, version = api_version.rpartition("/")
+    req: dict[str, Any] = {
+        "uid": uid,
+        "kind": {"group": group, "version": version, "kind": kind},
+        "resource": {"group": group, "version": version, "resource": kind.lower() + "s"},
+        "requestKind": {"group": group, "version": version, "kind": kind},
+        "requestResource": {"group": group, "version": version, "resource": kind.lower() + "s"},
+        "operation": operation,
+        "userInfo": {"username": "tester"},
+        "object": obj,
+        "oldObject": old,
+        "dryRun": dry_run,
+        "options": None,
+    }
+    if namespace:
+        req["namespace"] = namespace
+    if subresource:
+        req["subResource"] = subresource
+        req["requestSubResource"] = subresource
+    return req

@@ -1,0 +1,154 @@
+"""A private CA and a serving certificate for `<service>.<namespace>.svc`, built with
+`cryptography`. The builders are pure (no files); `write_bundle` is the only I/O.
+
+The apiserver verifies SAN DNS names only (the CN is ignored), rejects SHA-1 signatures and
+speaks TLS 1.2+, so: ECDSA P-256 keys, SHA-256 signatures, SANs for the short and the
+cluster-local service names (webhook-contract.md §3).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+CA_FILE = "ca.crt"
+CERT_FILE = "tls.crt"
+KEY_FILE = "tls.key"
+CA_KEY_FILE = "ca.key"
+
+
+@dataclass(frozen=True)
+class CA:
+    cert: x509.Certificate
+    key: ec.EllipticCurvePrivateKey
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """PEM texts: what a Secret of type kubernetes.io/tls plus `ca.crt` holds."""
+
+    ca_pem: bytes
+    cert_pem: bytes
+    key_pem: bytes
+    ca_key_pem: bytes = b""
+
+
+def service_names(service: str, namespace: str) -> list[str]:
+    return [f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
+
+
+def _now() -> dt.datetime:
+    # Back-date a little: a node whose clock is slightly behind must not see "not yet valid".
+    return dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+
+
+def build_ca(common_name: str = "gpupolicy-ca", days: int = 3650) -> CA:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    start = _now()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name).issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start).not_valid_after(start + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, key_cert_sign=True, crl_sign=True,
+                content_commitment=False, key_encipherment=False, data_encipherment=False,
+                key_agreement=False, encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return CA(cert, key)
+
+
+def build_serving_cert(
+    service: str, namespace: str, ca: CA, days: int = 365,
+    extra_names: tuple[str, ...] = ("localhost",), ips: tuple[str, ...] = ("127.0.0.1",),
+) -> Bundle:
+    key = ec.generate_private_key(ec.SECP256R1())
+    dns = service_names(service, namespace) + [n for n in extra_names if n]
+    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+    start = _now()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns[0])]))
+        .issuer_name(ca.cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start).not_valid_after(start + dt.timedelta(days=days))
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False
+        )
+        .sign(ca.key, hashes.SHA256())
+    )
+    return Bundle(
+        ca_pem=ca.cert.public_bytes(serialization.Encoding.PEM),
+        cert_pem=cert.public_bytes(serialization.Encoding.PEM),
+        key_pem=_key_pem(key),
+        ca_key_pem=_key_pem(ca.key),
+    )
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def _write(path: Path, data: bytes, mode: int) -> None:
+    # Write beside, then rename: a server re-reading the file never sees half of it.
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    os.replace(tmp, path)
+
+
+def write_bundle(bundle: Bundle, directory: str | Path) -> dict[str, Path]:
+    """Write ca.crt, tls.crt, tls.key (and ca.key when known); keys are mode 0600."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"ca": out / CA_FILE, "cert": out / CERT_FILE, "key": out / KEY_FILE}
+    # Key first: a watcher that sees the new cert must find the matching key already there.
+    _write(paths["key"], bundle.key_pem, 0o600)
+    _write(paths["cert"], bundle.cert_pem, 0o644)
+    _write(paths["ca"], bundle.ca_pem, 0o644)
+    if bundle.ca_key_pem:
+        paths["ca_key"] = out / CA_KEY_FILE
+        _write(paths["ca_key"], bundle.ca_key_pem, 0o600)
+    return paths
+
+
+def usable_bundle(directory: str | Path, service: str, namespace: str, min_days: int = 7) -> bool:
+    """True when `directory` already holds a serving cert for the service, valid for a while:
+    `serve` then keeps it, so the caBundle given to the cluster stays right across restarts."""
+    out = Path(directory)
+    try:
+        cert = x509.load_pem_x509_certificate((out / CERT_FILE).read_bytes())
+        if not (out / KEY_FILE).is_file() or not (out / CA_FILE).is_file():
+            return False
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    except (OSError, ValueError, x509.ExtensionNotFound):
+        return False
+    wanted = service_names(service, namespace)[0]
+    left = cert.not_valid_after_utc - dt.datetime.now(dt.UTC)
+    return wanted in names.value.get_values_for_type(x509.DNSName) and left.days >= min_days

@@ -1,0 +1,207 @@
+"""What the server judges with: the current policies.context.Context, rebuilt whenever a
+source (policy files, namespace files, node inventory; later the cluster watch caches of
+webhook/cluster.py) delivers a new version.
+
+A source that fails keeps the last good version in effect and leaves its error here, for the
+logs, /readyz and a metric. Reading the Context is one attribute load: the request path takes
+no lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from policies.catalog import Catalog
+from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
+from policies.inventory import Inventory
+from policies.loading import PolicyLoadError
+from policies.model import GPUPolicy
+from webhook import logs, metrics, sources
+
+_UNSET: Any = object()
+
+
+class State:
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        excluded_namespaces: frozenset[str] = DEFAULT_EXCLUDED_NAMESPACES,
+        expect: Collection[str] = ("policies",),
+    ) -> None:
+        self._lock = threading.Lock()
+        self._policies: Sequence[GPUPolicy] = ()
+        self._namespaces: Mapping[str, Mapping[str, str]] = {}
+        self._inventory: Inventory | None = None
+        self._excluded = excluded_namespaces
+        self.catalog = catalog
+        self.expected = frozenset(expect)  # sources that must load once before /readyz is 200
+        self.loaded: set[str] = set()
+        self.errors: dict[str, str] = {}
+        self.context = Context(
+            policies=(), catalog=catalog, excluded_namespaces=excluded_namespaces
+        )
+
+    def update(
+        self,
+        *,
+        policies: Sequence[GPUPolicy] = _UNSET,
+        namespaces: Mapping[str, Mapping[str, str]] = _UNSET,
+        inventory: Inventory | None = _UNSET,
+    ) -> Context:
+        """Replace the given parts and publish a new Context; the others stay as they are."""
+        with self._lock:
+            if policies is not _UNSET:
+                self._policies = tuple(policies)
+                self.loaded.add("policies")
+            if namespaces is not _UNSET:
+                self._namespaces = dict(namespaces)
+                self.loaded.add("namespaces")
+            if inventory is not _UNSET:
+                self._inventory = inventory
+                self.loaded.add("inventory")
+            self.context = Context(
+                policies=self._policies, catalog=self.catalog, inventory=self._inventory,
+                namespaces=self._namespaces, excluded_namespaces=self._excluded,
+            )
+            return self.context
+
+    def fail(self, source: str, message: str) -> None:
+        self.errors[source] = message
+
+    def clear(self, source: str) -> None:
+        self.errors.pop(source, None)
+
+    @property
+    def ready(self) -> bool:
+        return self.expected <= self.loaded
+
+    def detail(self) -> dict[str, Any]:
+        return {
+            "ready": self.ready,
+            "policies": [p.name for p in self.context.policies],
+            "loaded": sorted(self.loaded),
+            "waiting_for": sorted(self.expected - self.loaded),
+            "errors": dict(self.errors),
+        }
+
+
+@dataclass
+class _Watched:
+    name: str
+    fingerprint: Callable[[], Any]
+    load: Callable[[], dict[str, Any]]  # keyword arguments for State.update
+    last: Any = None
+
+
+class FileSources:
+    """Policy dir, namespace files and inventory file, polled for changes (mtime, size, inode
+    of every file): works for plain edits, atomic renames and ConfigMap symlink swaps alike."""
+
+    def __init__(
+        self, state: State, *, policies: str | None, namespaces: Sequence[str] = (),
+        inventory: str | None = None, record: bool = True,
+    ) -> None:
+        self.state = state
+        self.record = record  # False: a check that must not count in metrics or logs
+        self.log = logs.get()
+        root = Path(policies) if policies else sources.BUNDLED_POLICIES
+        self.watched = [_Watched(
+            "policies", lambda: _fingerprint(_policy_paths(root)),
+            lambda: {"policies": sources.load_policies(root)},
+        )]
+        if namespaces:
+            paths = [Path(p) for p in namespaces]
+            self.watched.append(_Watched(
+                "namespaces", lambda: _fingerprint(paths),
+                lambda: {"namespaces": sources.load_namespaces(paths)},
+            ))
+        if inventory:
+            inv = Path(inventory)
+            self.watched.append(_Watched(
+                "inventory", lambda: _fingerprint([inv]),
+                lambda: {"inventory": sources.load_inventory(inv, state.catalog)},
+            ))
+        self._stop = threading.Event()
+
+    def load_all(self) -> list[str]:
+        """First load; returns the error messages (empty when everything loaded)."""
+        self.poll()
+        return [f"{name}: {msg}" for name, msg in self.state.errors.items()]
+
+    def poll(self) -> bool:
+        """Reload what changed since the last poll; True when the Context changed."""
+        changed = False
+        for w in self.watched:
+            mark = w.fingerprint()
+            if mark == w.last:
+                continue
+            w.last = mark
+            try:
+                parts = w.load()
+            except (PolicyLoadError, sources.SourceError, OSError, ValueError) as exc:
+                message = _describe(exc)
+                self.state.fail(w.name, message)
+                if not self.record:
+                    continue
+                metrics.RELOADS.labels(w.name, "failure").inc()
+                metrics.SOURCE_ERROR.labels(w.name).set(1)
+                logs.event(self.log, "source load failed; keeping the last good version",
+                           level=40, source=w.name, error=message)
+                continue
+            context = self.state.update(**parts)
+            self.state.clear(w.name)
+            changed = True
+            if not self.record:
+                continue
+            metrics.RELOADS.labels(w.name, "success").inc()
+            metrics.SOURCE_ERROR.labels(w.name).set(0)
+            metrics.POLICIES_LOADED.set(len(context.policies))
+            logs.event(self.log, "source loaded", source=w.name,
+                       policies=[p.name for p in context.policies])
+        return changed
+
+    def start(self, interval: float = 1.0) -> threading.Thread:
+        def loop() -> None:
+            while not self._stop.wait(interval):
+                try:
+                    self.poll()
+                except Exception:  # a watcher must never die; the next poll retries
+                    self.log.exception("source poll failed")
+
+        thread = threading.Thread(target=loop, name="gpupolicy-sources", daemon=True)
+        thread.start()
+        return thread
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _policy_paths(root: Path) -> list[Path]:
+    try:
+        return sources.policy_files(root)
+    except sources.SourceError:
+        return [root]
+
+
+def _fingerprint(paths: Sequence[Path]) -> tuple[Any, ...]:
+    out: list[Any] = []
+    for path in paths:
+        try:
+            st = path.stat()
+            out.append((str(path), st.st_mtime_ns, st.st_size, st.st_ino))
+        except OSError:
+            out.append((str(path), None))
+    return tuple(out)
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, PolicyLoadError):
+        problems = getattr(exc, "problems", None) or []
+        lines = [str(p) for p in problems] or [str(exc)]
+        return "; ".join(lines)
+    return str(exc)
