@@ -20,6 +20,7 @@ from policies.patch import Patch
 from policies.paths import FieldPath
 from policies.resources import classify, demand
 from policies.rules import INTRINSIC_RULES, POLICY_RULES, visible_devices_bypass
+from policies.rules._common import targeted_products
 from policies.view import PodView
 from policies.workloads import pod_specs
 
@@ -108,7 +109,8 @@ def _views(
         spec = doc
         for part in prefix:
             spec = spec[part]
-        yield PodView(kind, spec, prefix, demand(spec, prefix), kind == "Pod", namespace)
+        yield PodView(kind, spec, prefix, demand(spec, prefix), kind == "Pod", namespace,
+                      products=targeted_products(spec))
 
 
 def _check(

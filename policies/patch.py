@@ -64,7 +64,8 @@ class Patch:
         self._write("add", path, value)
 
     def _write(self, op: str, path: FieldPath, value: Any) -> None:
-        self.ops.append({"op": op, "path": to_pointer(path), "value": clone(value)})
+        fresh = clone(value)  # callers may pass shared data (cached policy dumps)
+        self.ops.append({"op": op, "path": to_pointer(path), "value": fresh})
         # Copy on write: only the containers on the path are copied, the rest is shared
         # with the original, which is never changed.
         if self._doc is _MISSING:
@@ -78,9 +79,8 @@ class Patch:
                 parent[part] = child
                 self._own.add(id(child))
             parent = child
-        fresh = clone(value)
-        if isinstance(fresh, dict | list):
-            self._own.add(id(fresh))
+        # The op and the document share the value: it is not marked as ours, so a later op
+        # that writes inside it copies it first and the op keeps what it said.
         if path[-1] == "-":
             parent.append(fresh)
         else:

@@ -20,6 +20,8 @@ class PodView:
     is_pod: bool
     namespace: str
     subresource: str = ""
+    # GPU product names the pod pins itself to (nodeSelector, required affinity `In`).
+    products: tuple[str, ...] = ()
 
     def at(self, *parts: str | int) -> FieldPath:
         return (*self.prefix, *parts)

@@ -15,7 +15,6 @@ from policies.catalog import models_equal
 from policies.context import Context
 from policies.decision import Finding
 from policies.model import GPUPolicy
-from policies.rules._common import targeted_products
 from policies.view import PodView
 
 ID = "gpu-model-not-allowed"
@@ -26,7 +25,7 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     allowed = policy.spec.rules.allowed_models
     if allowed is None or not view.demand.gpu:
         return
-    for product in targeted_products(view.spec):
+    for product in view.products:
         if not any(models_equal(product, a) for a in allowed):
             yield Finding(
                 ID, f"GPU model {product} is not allowed here; allowed: {', '.join(allowed)}",

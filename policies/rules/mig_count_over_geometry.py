@@ -16,7 +16,6 @@ from policies.decision import Finding
 from policies.mig import fits
 from policies.model import GPUPolicy
 from policies.resources import mig_profile
-from policies.rules._common import targeted_products
 from policies.view import PodView
 
 ID = "mig-count-over-geometry"
@@ -31,7 +30,7 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     }
     if not counts:
         return
-    for product in targeted_products(view.spec):
+    for product in view.products:
         model = context.catalog.lookup(product)
         if model is None or any(model.profile(p) is None for p in counts):
             continue  # unknown models and profiles are other rules' business

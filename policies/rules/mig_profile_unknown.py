@@ -14,7 +14,6 @@ from policies.context import Context
 from policies.decision import Finding
 from policies.model import GPUPolicy
 from policies.resources import mig_profile
-from policies.rules._common import targeted_products
 from policies.view import PodView
 
 ID = "mig-profile-unknown"
@@ -23,7 +22,7 @@ INTRINSIC = True
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     catalog = context.catalog
-    targets = [m for m in map(catalog.lookup, targeted_products(view.spec)) if m is not None]
+    targets = [m for m in map(catalog.lookup, view.products) if m is not None]
     for container in view.demand.containers:
         for name, amount in container.amounts.items():
             profile = mig_profile(name)

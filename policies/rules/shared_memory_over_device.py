@@ -15,7 +15,6 @@ from fractions import Fraction
 from policies.context import Context
 from policies.decision import Finding
 from policies.model import GPUPolicy
-from policies.rules._common import targeted_products
 from policies.view import PodView
 
 ID = "shared-memory-over-device"
@@ -24,7 +23,7 @@ PER_CONTAINER_MB = ("nvidia.com/gpumem", "volcano.sh/vgpu-memory", "volcano.sh/g
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
-    models = [m for m in map(context.catalog.lookup, targeted_products(view.spec)) if m]
+    models = [m for m in map(context.catalog.lookup, view.products) if m]
     if not models:
         return
     gib = sum((c.amount("aliyun.com/gpu-mem") for c in view.demand.containers
