@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     try:
         text = sys.stdin.read() if args.file == "-" else _read(args.file)
-        documents = [d for d in _documents(yaml.load_all(text, Loader=_Loader))]
+        documents = _documents(yaml.load_all(text, Loader=_Loader))
         context = context_from_args(args, extra_namespaces=namespace_labels(documents))
     except (OSError, UnicodeDecodeError) as exc:
         stderr.write(f"gpupolicy review: {args.file}: {exc}\n")
@@ -41,7 +41,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     for doc in documents:
         namespace = namespace_of(doc, args.namespace)
         decision = review(doc, context, namespace=namespace)
-        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        meta = doc.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
         results.append({
             "kind": doc.get("kind"),
             "name": meta.get("name") or meta.get("generateName"),
