@@ -36,6 +36,8 @@ def read_review(body: bytes) -> dict[str, Any]:
         review = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
         raise BadReview(f"body is not valid JSON: {_one_line(str(exc))}") from None
+    except RecursionError:
+        raise BadReview("body is not valid JSON: nested too deeply") from None
     if not isinstance(review, dict):
         raise BadReview("body is not a JSON object (expected an AdmissionReview)")
     api_version, kind = review.get("apiVersion"), review.get("kind")

@@ -24,10 +24,8 @@ def create_app(state: State, *, max_body: int = DEFAULT_MAX_BODY) -> Flask:
 
     def admit(webhook: str) -> Response:
         started = time.perf_counter()
-        if (request.content_length or 0) > max_body:
-            return _bad(webhook, f"body larger than {max_body} bytes")
-        body = request.stream.read(max_body + 1)
-        if len(body) > max_body:
+        body = _read_body(max_body)
+        if body is None:
             return _bad(webhook, f"body larger than {max_body} bytes")
         try:
             req = admission.read_review(body)
@@ -99,6 +97,22 @@ def create_app(state: State, *, max_body: int = DEFAULT_MAX_BODY) -> Flask:
         return _json({"error": "internal error; see the webhook logs"}, 500)
 
     return app
+
+
+def _read_body(limit: int) -> bytes | None:
+    """The body, or None when it is over `limit`. An oversized body is still read (and thrown
+    away, up to a bound) so that the client, still sending, gets the 400 and not a reset."""
+    if (request.content_length or 0) <= limit:
+        body = request.stream.read(limit + 1)
+        if len(body) <= limit:
+            return body
+    budget = 8 * limit
+    while budget > 0:
+        chunk = request.stream.read(min(65536, budget))
+        if not chunk:
+            break
+        budget -= len(chunk)
+    return None
 
 
 def _outcome(response: dict[str, Any]) -> str:

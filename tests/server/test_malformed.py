@@ -1,0 +1,161 @@
+"""Bad input never gets a 500 or a trace: HTTP 400 (or 404/405) and a one-line JSON error."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+
+from tests.server.harness import Server, envelope, make_request
+from webhook import logs, sources
+from webhook import server as server_module
+from webhook.server import create_app
+from webhook.state import State
+
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+       "spec": {"containers": [{"name": "c", "image": "i"}]}}
+GOOD = make_request(POD, uid="good")
+
+
+def _with(**changes: Any) -> bytes:
+    req = {**GOOD, **changes}
+    return json.dumps(envelope({k: v for k, v in req.items() if v is not _DROP})).encode()
+
+
+_DROP: Any = object()
+MAX = 8 * 1024 * 1024
+
+# (case, body, status, words the error must contain)
+MALFORMED: list[tuple[str, bytes, int, str]] = [
+    ("empty-body", b"", 400, "not valid JSON"),
+    ("invalid-json", b'{"apiVersion": ', 400, "not valid JSON"),
+    ("not-utf8", b"\xff\xfe\x00{", 400, "not valid JSON"),
+    ("nested-too-deep", b"[" * 200_000, 400, "not valid JSON"),
+    ("json-array", b"[]", 400, "not a JSON object"),
+    ("json-string", b'"AdmissionReview"', 400, "not a JSON object"),
+    ("v1beta1", json.dumps({**envelope(GOOD), "apiVersion": "admission.k8s.io/v1beta1"}).encode(),
+     400, "admission.k8s.io/v1beta1"),
+    ("wrong-kind", json.dumps({**envelope(GOOD), "kind": "ConfigMap"}).encode(), 400,
+     "ConfigMap"),
+    ("no-apiversion", json.dumps({"kind": "AdmissionReview", "request": GOOD}).encode(), 400,
+     "expected apiVersion"),
+    ("no-request", json.dumps({"apiVersion": "admission.k8s.io/v1",
+                               "kind": "AdmissionReview"}).encode(), 400, "request: missing"),
+    ("request-is-list", json.dumps({**envelope(GOOD), "request": []}).encode(), 400,
+     "request: missing or not an object"),
+    ("missing-uid", _with(uid=_DROP), 400, "request.uid"),
+    ("empty-uid", _with(uid=""), 400, "request.uid"),
+    ("numeric-uid", _with(uid=7), 400, "request.uid"),
+    ("missing-kind", _with(kind=_DROP), 400, "request.kind"),
+    ("kind-is-string", _with(kind="Pod"), 400, "request.kind"),
+    ("kind-without-kind", _with(kind={"group": "", "version": "v1"}), 400, "request.kind"),
+    ("unknown-operation", _with(operation="PATCH"), 400, "request.operation"),
+    ("missing-operation", _with(operation=_DROP), 400, "request.operation"),
+    ("create-null-object", _with(object=None), 400, "request.object"),
+    ("create-no-object", _with(object=_DROP), 400, "request.object"),
+    ("update-null-object", _with(operation="UPDATE", object=None), 400, "request.object"),
+    ("object-is-list", _with(object=[POD]), 400, "request.object"),
+    ("namespace-not-string", _with(namespace=5), 400, "request.namespace"),
+    ("subresource-not-string", _with(subResource=["exec"]), 400, "request.subResource"),
+    ("dryrun-not-bool", _with(dryRun="yes"), 400, "request.dryRun"),
+    ("oversized", b'{"pad": "' + b"x" * MAX + b'"}', 400, "larger than"),
+]
+
+
+def _check_error(status: int, content_type: str, body: bytes, want_status: int, words: str) -> None:
+    assert status == want_status, body[:300]
+    assert content_type.startswith("application/json")
+    text = body.decode()
+    assert "\n" not in text.strip() and "Traceback" not in text
+    error = json.loads(text)["error"]
+    assert words in error, error
+
+
+@pytest.mark.parametrize("webhook", ["mutate", "validate"])
+@pytest.mark.parametrize(("case", "body", "status", "words"), MALFORMED,
+                         ids=[c[0] for c in MALFORMED])
+def test_malformed_review(server: Server, webhook: str, case: str, body: bytes, status: int,
+                          words: str) -> None:
+    reply = server.request("POST", f"/{webhook}", body, {"Content-Type": "application/json"})
+    _check_error(reply.status, reply.headers.get("content-type", ""), reply.body, status, words)
+
+
+ROUTES = [
+    ("GET", "/mutate", 405, "405 Method Not Allowed"),
+    ("PUT", "/validate", 405, "405 Method Not Allowed"),
+    ("POST", "/", 404, "404 Not Found"),
+    ("POST", "/validating", 404, "404 Not Found"),
+    ("POST", "/healthz", 405, "405 Method Not Allowed"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "status", "words"), ROUTES)
+def test_wrong_route(server: Server, method: str, path: str, status: int, words: str) -> None:
+    reply = server.request(method, path, b"{}")
+    _check_error(reply.status, reply.headers.get("content-type", ""), reply.body, status, words)
+
+
+@pytest.mark.parametrize("path", ["/mutate", "/mutate/", "/validate?timeout=3s",
+                                  "/validate/?timeout=10s", "/mutate?timeout=1s&x=y"])
+def test_paths_and_query(server: Server, path: str) -> None:
+    reply = server.post(path, envelope(GOOD))
+    assert reply.status == 200  # never a redirect
+    assert reply.json["response"]["uid"] == "good"
+
+
+def test_large_review_within_the_limit(server: Server) -> None:
+    """The apiserver sends up to 3 MiB objects; they are answered, not refused."""
+    pod = json.loads(json.dumps(POD))
+    pod["metadata"]["annotations"] = {"big": "x" * (3 * 1024 * 1024 + 512 * 1024)}
+    reply = server.post("/validate", envelope(make_request(pod, uid="big")))
+    assert reply.status == 200
+    assert reply.json["response"]["uid"] == "big"
+
+
+def test_server_survived_the_bad_input(server: Server) -> None:
+    assert server.request("GET", "/healthz").status == 200
+    assert not any("Traceback" in line for line in server.log.read_text().splitlines()
+                   if '"bad request"' in line)
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+        self.setFormatter(logs.JSONFormatter())
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+@pytest.mark.parametrize(("webhook", "allowed", "code"), [("mutate", True, None),
+                                                          ("validate", False, 500)])
+def test_engine_exception(monkeypatch: pytest.MonkeyPatch, webhook: str, allowed: bool,
+                          code: int | None) -> None:
+    """A failing engine: logged with the uid; /validate refuses with 500, /mutate lets the
+    object through unchanged (a bug must never corrupt an object)."""
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("engine bug")
+
+    monkeypatch.setattr(server_module, "review", broken)
+    state = State(sources.load_catalog())
+    state.update(policies=[])
+    records = _Records()
+    logs.get().addHandler(records)
+    try:
+        reply = create_app(state).test_client().post(f"/{webhook}", data=_with(uid="boom-1"))
+    finally:
+        logs.get().removeHandler(records)
+    assert reply.status_code == 200
+    response = reply.get_json()["response"]
+    assert response["uid"] == "boom-1"
+    assert response["allowed"] is allowed
+    assert "patch" not in response and "patchType" not in response
+    if code:
+        assert response["status"]["code"] == code
+        assert "boom-1" in response["status"]["message"]
+    failed = [json.loads(line) for line in records.lines if '"engine failed"' in line]
+    assert failed and failed[0]["uid"] == "boom-1" and "engine bug" in failed[0]["exception"]
