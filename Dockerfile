@@ -15,7 +15,7 @@ COPY pyproject.toml README.md ./
 COPY policies ./policies
 COPY webhook ./webhook
 RUN python -m venv /opt/gpupolicy \
- && /opt/gpupolicy/bin/pip install --only-binary=:all: . \
+ && /opt/gpupolicy/bin/pip install --prefer-binary . \
  && /opt/gpupolicy/bin/pip uninstall --yes pip \
  && find /opt/gpupolicy -name '__pycache__' -prune -exec rm -rf {} +
 
