@@ -109,10 +109,10 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         from webhook import fix
 
         fix.apply_edits(dict(loaded), result.edits, write=args.fix, stdout=stdout, stderr=stderr)
-    return emit(args, result, stdout)
+    return emit(args, result, stdout, stderr)
 
 
-def emit(args: argparse.Namespace, result: Result, stdout: TextIO) -> int:
+def emit(args: argparse.Namespace, result: Result, stdout: TextIO, stderr: TextIO) -> int:
     color = args.color == "always" or (
         args.color == "auto" and not args.output and _isatty(stdout)
         and "NO_COLOR" not in os.environ
@@ -120,7 +120,11 @@ def emit(args: argparse.Namespace, result: Result, stdout: TextIO) -> int:
     text = report.render(args.format, result.findings, files=result.files, color=color,
                          rule_help=rule_help({f.rule for f in result.findings}))
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            stderr.write(f"gpupolicy lint: {args.output}: cannot write: {exc.strerror or exc}\n")
+            return 2
     else:
         stdout.write(text)
     return 1 if any(f.severity == "error" for f in result.findings) else 0

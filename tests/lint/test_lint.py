@@ -141,6 +141,7 @@ def test_github_escapes_newlines_and_separators() -> None:
     (("lint", "--policies", "web.json", "web.json"), 2, "web.json"),
     (("lint", "--fix", "-"), 2, "--fix cannot write to standard input"),
     (("lint", "--fix", "--fix-dry-run", "web.json"), 2, ""),
+    (("lint", "--output", "no/such/dir/r.json", "web.json"), 2, "cannot write"),
 ])
 def test_exit_codes(argv: tuple[str, ...], code: int, stderr: str) -> None:
     run = gpupolicy(*argv, cwd=MANIFESTS)
@@ -218,3 +219,18 @@ def test_fast_path_imports_nothing_heavy() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=HERE.parents[1], check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_pre_commit_hooks_run(tmp_path: Path) -> None:
+    """Each hook's entry, with file names appended as pre-commit does, is a working command."""
+    import yaml
+
+    hooks = yaml.safe_load((HERE.parents[1] / ".pre-commit-hooks.yaml").read_text())
+    assert {h["id"] for h in hooks} == {"gpupolicy-lint", "gpupolicy-fix",
+                                         "gpupolicy-policy-check"}
+    shutil.copytree(MANIFESTS, tmp_path / "m")
+    files = {"gpupolicy-policy-check": [str(POLICIES / "training.yaml")]}
+    for hook in hooks:
+        assert hook["language"] == "python" and hook["entry"].startswith("gpupolicy ")
+        argv = hook["entry"].split()[1:] + files.get(hook["id"], [str(tmp_path / "m")])
+        assert gpupolicy(*argv).code in (0, 1), hook["id"]
