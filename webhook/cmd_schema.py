@@ -107,10 +107,10 @@ def _convert(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
         others = [s for s in any_of if s.get("type") != "null"]
         if len(others) == 1:
             rest = {k: v for k, v in node.items() if k != "anyOf"}
-            out = _convert({**others[0], **rest}, defs)
+            single = _convert({**others[0], **rest}, defs)
             if len(others) < len(any_of):
-                out["nullable"] = True
-            return out
+                single["nullable"] = True
+            return single
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key in _DROP or (key == "default" and value is None):
@@ -136,5 +136,5 @@ def _convert(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     if out.get("type") == "object" and free_form:
         out["x-kubernetes-preserve-unknown-fields"] = True
     # `type` and `description` first: the CRD is read by people too.
-    first = {k: out.pop(k) for k in ("type", "description") if k in out}
+    first: dict[str, Any] = {k: out.pop(k) for k in ("type", "description") if k in out}
     return {**first, **out}
