@@ -8,6 +8,7 @@ Tests compare them; `python -m tests.chart.schema_sync` rewrites them.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import sys
@@ -21,6 +22,7 @@ CRD_FILE = CHART / "files" / "crd-gpupolicies.yaml"
 VALUES_SCHEMA = CHART / "values.schema.json"
 
 
+@functools.cache
 def schema_output(fmt: str) -> str:
     """`gpupolicy schema --format FMT`, run through the real CLI entry point."""
     out, err = io.StringIO(), io.StringIO()
