@@ -136,15 +136,25 @@ def collect_inputs(paths: Sequence[str], *, stdin_name: str) -> list[tuple[str, 
     if not paths:
         raise UsageError("no input: give files, directories or - for standard input")
     out: list[tuple[str, bytes | None]] = []
+    seen: set[Path] = set()  # a file named twice (or inside a named folder) is linted once
+
+    def add(name: str) -> None:
+        key = Path(name).resolve()
+        if key not in seen:
+            seen.add(key)
+            out.append((name, None))
+
     for path in paths:
         if path == STDIN:
-            out.append((stdin_name, sys.stdin.buffer.read()))
+            if not any(name == stdin_name for name, _ in out):
+                out.append((stdin_name, sys.stdin.buffer.read()))
             continue
         p = Path(path)
         if p.is_dir():
-            out.extend((str(f), None) for f in _walk(p))
+            for found in _walk(p):
+                add(str(found))
         elif p.is_file():
-            out.append((path, None))
+            add(path)
         else:
             raise UsageError(f"{path}: no such file or directory")
     return out

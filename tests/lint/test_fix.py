@@ -167,3 +167,12 @@ def test_fix_round_trip_over_the_corpus(corpus_dir: Path, tmp_path: Path) -> Non
     second = gpupolicy("lint", "--fix", "--show-mutations", "--format", "json", str(work))
     assert [f for f in json.loads(second.out)["findings"] if f["rule"] == "mutation"] == []
     assert {p: p.read_bytes() for p in changed} == snapshot
+
+
+def test_a_file_named_twice_is_fixed_once(tmp_path: Path) -> None:
+    path = tmp_path / "pod.yaml"
+    path.write_text(GPU_POD)
+    run = gpupolicy("lint", "--policies", str(POLICIES), "--fix", str(path), str(tmp_path),
+                    f"{tmp_path}/../{tmp_path.name}/pod.yaml")
+    assert run.code == 0, run.err
+    assert path.read_text() == GPU_POD_FIXED

@@ -71,6 +71,7 @@ def test_position(text: str, path: tuple[str | int, ...], expected: tuple[int, i
     (b"a: !custom 1\n", "yaml-syntax", 1, 4),
     (b"a: &x [*x]\n", "yaml-alias", 1, 4),
     (b"? [a]\n: 1\n", "yaml-syntax", 1, 3),
+    (b'{"a": 1, "a": 2}', "yaml-duplicate-key", 1, 10),
     (b"a: 1\n---\nb: {\n", "yaml-syntax", 4, 1),
 ])
 def test_problem(data: bytes, rule: str, line: int, column: int) -> None:
@@ -112,10 +113,10 @@ def test_objects(text: str, objects: list[tuple[str | int, ...]]) -> None:
 
 @pytest.mark.parametrize("text", [
     "a: 1\n---\nb: [1, 2.5, true, null, ~, 0x1F, 2001-12-14, '3']\n",
-    ANCHORS, POD_LIST, "{}\n", "---\n...\n", "\ufeffa: 1\n", "a: !!binary aGk=\n",
+    ANCHORS, POD_LIST, "{}\n", '{\n\t"a": {\n\t\t"b": [\n\t\t\t1\n\t\t]\n\t}\n}\n', "---\n...\n", "\ufeffa: 1\n", "a: !!binary aGk=\n",
 ])
 def test_same_objects_as_pyyaml(text: str) -> None:
-    expected = [d for d in yaml.safe_load_all(text) if d is not None]
+    expected = [d for d in yaml.load_all(text, Loader=yaml.CSafeLoader) if d is not None]
     stream = read_stream(text.encode("utf-8"))
     assert stream.problems == []
     assert [d.data for d in stream.documents if d.data is not None] == expected
