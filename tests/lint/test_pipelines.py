@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections import Counter
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.lint.helpers import FIXTURES, POLICIES, ROOT, gpupolicy, gpupolicy_process, tool
@@ -16,9 +18,12 @@ def _render(*argv: str) -> bytes:
     return subprocess.run(argv, capture_output=True, check=True, timeout=120).stdout
 
 
-def _lint_stdin(text: bytes, *extra: str) -> tuple[int, list[dict[str, object]]]:
-    run = gpupolicy_process("lint", "--policies", str(POLICIES), "--format", "json",
-                            "--show-mutations", *extra, "-", stdin=text)
+def _lint_stdin(
+    text: bytes, *extra: str, policies: Path | None = POLICIES
+) -> tuple[int, list[dict[str, object]]]:
+    chosen = ("--policies", str(policies)) if policies else ()
+    run = gpupolicy_process("lint", *chosen, "--format", "json", "--show-mutations", *extra,
+                            "-", stdin=text)
     assert run.code in (0, 1), run.err
     return run.code, json.loads(run.out)["findings"]
 
@@ -75,3 +80,29 @@ def test_the_projects_own_chart_lints_clean() -> None:
     run = gpupolicy_process("lint", "--format", "json", "-", stdin=rendered)
     assert run.code == 0, run.out + run.err
     assert json.loads(run.out)["findings"] == []
+
+
+def _verdicts(findings: list[dict[str, object]]) -> Counter[tuple[object, ...]]:
+    return Counter((f.get("object"), f["rule"], f["severity"], f.get("path"))
+                   for f in findings)
+
+
+@pytest.mark.corpus
+def test_corpus_manifests_as_a_helm_chart_lint_the_same(corpus_dir: Path, tmp_path: Path) -> None:
+    """The corpus's GPU workloads packed into a chart: `helm template | lint -` finds, object for
+    object, what linting the files directly finds (helm re-orders and re-formats documents)."""
+    direct = gpupolicy("lint", "--format", "json", "--show-mutations", str(corpus_dir))
+    findings = [f for f in json.loads(direct.out)["findings"]
+                if not str(f["rule"]).startswith("yaml-")]
+    sources = sorted({str(f["file"]) for f in findings})
+    assert len(sources) >= 30
+    chart = tmp_path / "corpus-chart"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: corpus\nversion: 0.1.0\n")
+    for i, source in enumerate(sources):
+        (chart / "templates" / f"{i:03d}-{Path(source).name}").write_bytes(
+            Path(source).read_bytes())
+    rendered = _render(tool("helm"), "template", "corpus", str(chart))
+    code, piped = _lint_stdin(rendered, policies=None)  # the bundled ones, as above
+    assert code == int(any(f["severity"] == "error" for f in findings))
+    assert _verdicts(piped) == _verdicts(findings)
