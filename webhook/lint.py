@@ -309,7 +309,7 @@ def _engine_rule_help() -> dict[str, str]:
 
     out = {}
     for rule_id, module in RULES.items():
-        doc = " ".join((module.__doc__ or "").split("\n\n")[0].split())
+        doc = (module.__doc__ or "").strip()
         out[rule_id] = doc.removeprefix(f"{rule_id}:").strip()
     return out
 

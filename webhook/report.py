@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -181,14 +182,19 @@ def format_sarif(
 
 
 def _sarif_rule(rule: str, help_text: str, severity: str) -> dict[str, Any]:
-    title = rule.replace("-", " ").capitalize()
-    text = help_text or f"{title} (gpupolicy rule {rule})."
+    """`help_text` may hold paragraphs (a rule's documentation with PASS/FAIL examples): the
+    first one describes the rule, its first sentence is the short description."""
+    text = help_text.strip() or f"gpupolicy rule {rule}."
+    first = " ".join(text.split("\n\n")[0].split())
+    short = first.split(". ")[0].rstrip(".") + "."
+    # PASS/FAIL example lines are paragraphs of their own in Markdown.
+    markdown = f"**{rule}**: " + re.sub(r"\n(?=FAIL|PASS)", "\n\n", text)
     return {
         "id": rule,
         "name": "".join(part.capitalize() for part in rule.split("-")),
-        "shortDescription": {"text": title},
-        "fullDescription": {"text": text},
-        "help": {"text": text, "markdown": f"**{rule}**: {text}"},
+        "shortDescription": {"text": short[:1].upper() + short[1:]},
+        "fullDescription": {"text": first[:1].upper() + first[1:]},
+        "help": {"text": text, "markdown": markdown},
         "defaultConfiguration": {"level": _SARIF_LEVEL[severity]},
         "properties": {"tags": ["kubernetes", "gpu"]},
     }
