@@ -66,6 +66,7 @@ class Page:
     items: list[dict[str, Any]]
     resource_version: str
     next_token: str
+    remaining: int | None = None  # the server's estimate of items still to come
 
 
 def list_page(func: ListFunc, *, limit: int, token: str = "",
@@ -82,8 +83,10 @@ def list_page(func: ListFunc, *, limit: int, token: str = "",
     finally:
         resp.release_conn()
     meta = body.get("metadata") or {}
+    remaining = meta.get("remainingItemCount")
     return Page(body.get("items") or [], str(meta.get("resourceVersion") or ""),
-                str(meta.get("continue") or ""))
+                str(meta.get("continue") or ""),
+                remaining if isinstance(remaining, int) else None)
 
 
 def list_all(func: ListFunc, *, limit: int = 500,
@@ -106,7 +109,7 @@ def list_all(func: ListFunc, *, limit: int = 500,
             items = [i for i in items if object_key(i) > last_key]
         if items:
             last_key = object_key(items[-1])
-        yield Page(items, page.resource_version, page.next_token)
+        yield Page(items, page.resource_version, page.next_token, page.remaining)
         if not page.next_token:
             return
         token = page.next_token

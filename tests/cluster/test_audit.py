@@ -1,0 +1,302 @@
+"""`gpupolicy audit` against the fake API server, against files, and against `lint`."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from policies.engine import namespace_of
+from tests.cluster.conftest import gpupolicy, namespace
+from tests.cluster.fakeapi import FakeAPIServer
+from webhook import sources
+from webhook.audit_sources import BUILT_IN, CUSTOM, audited_kind
+from webhook.cli import run as cli
+
+DATA = Path(__file__).parent / "data"
+NODES = DATA / "nodes.yaml"
+# the version a cluster serves each kind under (old manifests say extensions/v1beta1 & co.)
+FIRST_VERSION = {
+    **{(group, kind): f"{group}/{versions[0]}" for kind, group, versions, _ in CUSTOM},
+    **{(group, kind): api_version for kind, api_version, _, _ in BUILT_IN
+       for group in ("apps", "extensions", "batch")},
+}
+
+
+def gpupolicy_cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = cli(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def audit_json(*argv: str) -> dict[str, Any]:
+    code, out, err = gpupolicy_cli("audit", "--format", "json", *argv)
+    assert code in (0, 1), err
+    return json.loads(out)
+
+
+def corpus_objects(corpus: Path) -> list[dict[str, Any]]:
+    """Every workload and Namespace of the corpus, once per (apiVersion, kind, namespace, name),
+    custom kinds under the version a cluster would serve them as."""
+    found: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for file in sorted(corpus.rglob("*")):
+        if file.suffix not in (".yaml", ".yml", ".json") or "admissionreview" in file.parts:
+            continue
+        try:
+            docs = list(sources.read_objects(file))
+        except sources.SourceError:
+            continue  # the linter's own tests cover unreadable files
+        for obj in docs:
+            meta = obj.get("metadata")
+            if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+                continue
+            if not (audited_kind(obj) or obj.get("kind") == "Namespace"):
+                continue
+            group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+            obj["apiVersion"] = FIRST_VERSION.get((group, obj["kind"]), obj["apiVersion"])
+            key = (obj["apiVersion"], obj["kind"], namespace_of(obj, None), meta["name"])
+            found.setdefault(key, obj)
+    return list(found.values())
+
+
+def _nodes() -> list[dict[str, Any]]:
+    return list(sources.read_objects(NODES))
+
+
+def _load(server: FakeAPIServer, objects: list[dict[str, Any]]) -> None:
+    for obj in objects:
+        server.add(obj)
+
+
+def _finding_keys(records: list[dict[str, Any]]) -> Counter[tuple[Any, ...]]:
+    return Counter((r.get("object"), r["rule"], r["severity"], r.get("policy"), r.get("path"),
+                    r["message"]) for r in records)
+
+
+@pytest.fixture
+def corpus_cluster(corpus_dir, api_server, kubeconfig, tmp_path):
+    """The fake cluster holding every corpus workload and the test nodes, and the same objects
+    as one file."""
+    objects = corpus_objects(corpus_dir)
+    _load(api_server, [*objects, *_nodes()])
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(yaml.safe_dump_all(objects, sort_keys=False), encoding="utf-8")
+    return kubeconfig, dump, len(objects)
+
+
+def test_live_audit_of_corpus_equals_lint_on_the_same_files(corpus_cluster):
+    kubeconfig, dump, _count = corpus_cluster
+    live = audit_json("--kubeconfig", kubeconfig, "--page-size", "37")
+    code, out, err = gpupolicy_cli("lint", "--format", "json", "--show-mutations",
+                                   "--inventory", str(NODES), str(dump))
+    assert code in (0, 1), err
+    linted = json.loads(out)["findings"]
+    audited = [r for r in live["findings"] if r["rule"] not in ("gpu-pod-pending",
+                                                                 "shared-gpu-over-limit")]
+    assert len(audited) > 20
+    assert _finding_keys(audited) == _finding_keys(linted)
+
+
+def test_offline_audit_equals_live_audit(corpus_cluster):
+    kubeconfig, dump, count = corpus_cluster
+    live = audit_json("--kubeconfig", kubeconfig)
+    offline = audit_json(str(dump), str(NODES))
+    for report in (live, offline):
+        report["summary"].pop("seconds")
+    assert sum(live["summary"]["audited"].values()) + sum(
+        live["summary"]["skippedOwned"].values()) == count - _namespaces_in(dump)
+    assert live["summary"] == offline["summary"]
+    assert live["policies"] == offline["policies"]
+    assert _finding_keys(live["findings"]) == _finding_keys(offline["findings"])
+
+
+def _namespaces_in(dump: Path) -> int:
+    return sum(1 for o in sources.read_objects(dump) if o.get("kind") == "Namespace")
+
+
+def _pod(name: str, ns: str = "team-a", *, node: str | None = None, gpus: int = 1,
+         phase: str = "Running", annotations: dict[str, str] | None = None,
+         resource: str = "nvidia.com/gpu", message: str = "") -> dict[str, Any]:
+    pod: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "annotations": annotations or {}},
+        "spec": {"containers": [{"name": "c", "image": "cuda",
+                                 "resources": {"limits": {resource: str(gpus)}}}],
+                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
+                                  "effect": "NoSchedule"}]},
+        "status": {"phase": phase},
+    }
+    if node:
+        pod["spec"]["nodeName"] = node
+    if message:
+        pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False",
+                                        "reason": "Unschedulable", "message": message}]
+    return pod
+
+
+SHARED = {"namespaces": ["team-*"], "mode": "Warn", "rules": {"shared": {"maxPodsPerGPU": 2}}}
+
+
+def _share(name: str, idx: str, node: str = "a10-share-1") -> dict[str, Any]:
+    return _pod(name, node=node, resource="aliyun.com/gpu-mem", gpus=4,
+                annotations={"ALIYUN_COM_GPU_MEM_IDX": idx})
+
+
+@pytest.mark.parametrize(
+    ("pods", "over"),
+    [
+        ([_share("a", "0"), _share("b", "0")], []),
+        ([_share("a", "0"), _share("b", "0"), _share("c", "0")], [("a10-share-1", "gpu0", 3)]),
+        ([_share("a", "0"), _share("b", "1"), _share("c", "0"), _share("d", "1")], []),
+        ([_share("a", "0"), _share("b", "0"), _share("c", "0", node="other")], []),
+        ([_share("a", "0"), _share("b", "0"),
+          {**_share("c", "0"), "status": {"phase": "Succeeded"}}], []),
+        ([_pod(n, node="n1", resource="nvidia.com/gpu",
+               annotations={"hami.io/vgpu-devices-allocated": "GPU-abc,NVIDIA,2000,30:;"})
+          for n in "xyz"], [("n1", "GPU-abc", 3)]),
+        ([_pod(n, node="n1", annotations={
+            "scheduler.framework.gpushare.allocation": json.dumps({"0": {"1": 4}})})
+          for n in "xyz"], [("n1", "gpu1", 3)]),
+    ],
+    ids=["at-limit", "over", "spread", "other-node", "finished-pods", "hami", "ack-allocation"],
+)
+def test_pods_sharing_one_gpu_over_max_pods_per_gpu(api_server, kubeconfig, pods, over):
+    _load(api_server, [namespace("team-a"), gpupolicy("shared", **SHARED), *_nodes(), *pods])
+    report = audit_json("--kubeconfig", kubeconfig)
+    found = [(o["node"], o["device"], o["pods"]) for o in report["cluster"]["sharedGPUsOverLimit"]]
+    assert found == over
+    rules = [r for r in report["findings"] if r["rule"] == "shared-gpu-over-limit"]
+    assert len(rules) == len(over)
+    if over:
+        assert rules[0]["policy"] == "shared"
+
+
+@pytest.mark.parametrize(
+    ("pod", "expect"),
+    [
+        (_pod("big", gpus=16, phase="Pending", message="0/4 nodes are available"),
+         ["0/4 nodes are available", "pool", "nvidia.com/gpu"]),
+        (_pod("mig", phase="Pending", resource="nvidia.com/mig-2g.20gb"),
+         ["mig-2g.20gb"]),
+        (_pod("fits", phase="Pending"), ["fits pool"]),
+    ],
+    ids=["too-many-gpus", "mig-profile-absent", "capacity"],
+)
+def test_pending_gpu_pods_say_why(api_server, kubeconfig, pod, expect):
+    _load(api_server, [namespace("team-a"), *_nodes(), pod,
+                       _pod("running", node="t4-1"), _pod("plain-pending", phase="Pending",
+                                                          gpus=0)])
+    report = audit_json("--kubeconfig", kubeconfig)
+    pending = report["cluster"]["pendingGPUPods"]
+    assert pending["total"] == 1
+    (entry,) = pending["pods"]
+    text = " ".join([entry["scheduler"], *entry["pools"]])
+    for word in expect:
+        assert word in text
+
+
+def test_owned_replicasets_are_skipped_and_pods_are_pods(api_server, kubeconfig):
+    owned = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+             "metadata": {"name": "web-123", "namespace": "team-a", "ownerReferences": [
+                 {"kind": "Deployment", "name": "web", "controller": True,
+                  "apiVersion": "apps/v1", "uid": "u"}]},
+             "spec": {"template": {"spec": _pod("x")["spec"]}}}
+    deployment = {**owned, "kind": "Deployment",
+                  "metadata": {"name": "web", "namespace": "team-a"}}
+    _load(api_server, [namespace("team-a"), *_nodes(), owned, deployment, _pod("web-123-a")])
+    report = audit_json("--kubeconfig", kubeconfig)
+    assert report["summary"]["audited"] == {"Deployment": 1, "Pod": 1}
+    assert report["summary"]["skippedOwned"] == {"ReplicaSet": 1}
+    assert report["summary"]["pods"] == 1 and report["summary"]["templates"] == 1
+
+
+def test_gpupolicy_resources_are_used_and_bad_ones_skipped(api_server, kubeconfig):
+    refuse = {"namespaces": ["team-a"], "rules": {"maxGPUsPerPod": 1}}
+    _load(api_server, [namespace("team-a"), *_nodes(), _pod("two", node="a100-1", gpus=2),
+                       gpupolicy("max-one", **refuse), gpupolicy("broken", mode="Never")])
+    code, out, err = gpupolicy_cli("audit", "--kubeconfig", kubeconfig, "--format", "json")
+    assert code == 1  # something would be refused
+    assert "GPUPolicy/broken" in err
+    rules = {(r["rule"], r["policy"]) for r in json.loads(out)["findings"]}
+    assert ("gpu-max-per-pod", "max-one") in rules
+
+
+@pytest.mark.parametrize("status", [403, 500])
+def test_a_kind_that_cannot_be_listed_is_reported_and_the_rest_audited(api_server, kubeconfig,
+                                                                       status):
+    _load(api_server, [namespace("team-a"), *_nodes(), _pod("p", node="t4-1")])
+    api_server.fail_next(1, status)  # the first workload list (Deployments) fails
+    unavailable, kinds = _workloads(kubeconfig)
+    assert list(unavailable) == ["Deployment (apps/v1)"]
+    assert unavailable["Deployment (apps/v1)"].startswith(f"HTTP {status}")
+    assert kinds == ["Pod"]
+
+
+def _workloads(kubeconfig: str) -> tuple[dict[str, str], list[str]]:
+    from webhook.audit_sources import LiveSource
+    from webhook.progress import Progress
+
+    source = LiveSource.connect(kubeconfig, None, 100)
+    unavailable: dict[str, str] = {}
+    kinds = [kind for kind, batch in source.workloads(Progress(io.StringIO(), enabled=False),
+                                                      unavailable) if batch]
+    return unavailable, kinds
+
+
+def test_unreachable_cluster_is_a_clear_error(tmp_path):
+    server = FakeAPIServer().start()
+    config = server.kubeconfig(str(tmp_path / "kc"))
+    server.stop()
+    code, _out, err = gpupolicy_cli("audit", "--kubeconfig", config)
+    assert code == 2
+    assert "cannot reach the API server" in err and "Traceback" not in err
+
+
+def test_policyreport_one_per_namespace(api_server, kubeconfig):
+    refuse = {"rules": {"maxGPUsPerPod": 1}}
+    _load(api_server, [namespace("team-a"), namespace("team-b"), *_nodes(),
+                       _pod("two", node="a100-1", gpus=2), _pod("two", "team-b", gpus=2),
+                       _pod("ok", "team-b", node="t4-1"), gpupolicy("max-one", **refuse)])
+    code, out, _ = gpupolicy_cli("audit", "--kubeconfig", kubeconfig, "-f", "policyreport")
+    assert code == 1
+    docs = list(yaml.safe_load_all(out))
+    assert [(d["kind"], d["metadata"].get("namespace")) for d in docs] == [
+        ("PolicyReport", "team-a"), ("PolicyReport", "team-b")]
+    for doc in docs:
+        assert doc["apiVersion"] == "wgpolicyk8s.io/v1alpha2"
+        assert doc["summary"]["fail"] == sum(r["result"] == "fail" for r in doc["results"])
+        for result in doc["results"]:
+            assert result["result"] in ("pass", "fail", "warn", "error", "skip")
+            assert result["resources"][0]["kind"] == "Pod"
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "sarif", "policyreport"])
+def test_every_format_renders_and_progress_stays_off_a_pipe(api_server, kubeconfig, fmt):
+    _load(api_server, [namespace("team-a"), *_nodes(), _pod("p", node="t4-1"),
+                       _pod("q", gpus=16, phase="Pending")])
+    code, out, err = gpupolicy_cli("audit", "--kubeconfig", kubeconfig, "-f", fmt)
+    assert code == 1, err  # q asks for 16 GPUs: no node has them
+    assert "\r" not in err
+    if fmt == "table":
+        assert "POLICY" in out and "gpu-defaults" in out and "Pending" in out
+    elif fmt == "sarif":
+        run = json.loads(out)["runs"][0]
+        assert run["results"] and all("ruleId" in r for r in run["results"])
+    elif fmt == "json":
+        assert json.loads(out)["summary"]["pods"] == 2
+    else:
+        assert list(yaml.safe_load_all(out))
+
+
+def test_progress_bar_when_asked(api_server, kubeconfig):
+    _load(api_server, [namespace("team-a"), *_nodes(),
+                       *(_pod(f"p{i}", node="t4-1") for i in range(30))])
+    code, _, err = gpupolicy_cli("audit", "--kubeconfig", kubeconfig, "--progress", "always",
+                                 "--page-size", "5")
+    assert code == 0
+    assert "audit: Pod" in err

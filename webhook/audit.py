@@ -1,0 +1,182 @@
+"""`gpupolicy audit [PATH ...]`: what the policies would do to every workload already there.
+
+Against a live cluster (kubeconfig or in-cluster), every workload kind of DESIGN.md §2.1 and
+every Pod is listed page by page (`limit`/`continue`) and streamed through the engine, so
+memory does not grow with the cluster. Offline, files (a `kubectl get ... -o yaml` dump, Helm
+output) stand in for the cluster: Namespace, Node and GPUPolicy documents among them play the
+part of the cluster's own, and the report is the same as for a cluster holding those objects.
+
+Pods are reported as pods (what runs); every other kind as a template. A ReplicaSet owned by
+a Deployment and a Job owned by a CronJob are skipped (their owner's template is audited).
+Exit 0 when nothing would be refused, 1 when something would, 2 on usage or access errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
+
+from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
+from policies.engine import namespace_of, review
+from policies.inventory import Inventory
+from policies.loading import PolicyLoadError
+from policies.model import GPUPolicy
+from webhook import sources
+from webhook.audit_cluster import ClusterChecks
+from webhook.audit_report import FORMATS, PENDING, SHARED_OVER, Collector, ObjectRef, write
+from webhook.audit_sources import FileSource, LiveSource, Source
+from webhook.cluster import ClusterError
+from webhook.progress import Progress
+
+# (kind of the owner, kind of the owned) pairs whose owned objects are not audited twice
+OWNED = {("ReplicaSet", "Deployment"), ("Job", "CronJob")}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help="audit these files/directories instead of a live cluster")
+    sources.add_source_arguments(parser)
+    parser.add_argument("--kubeconfig", metavar="FILE",
+                        help="cluster to audit (default: in-cluster config, else ~/.kube/config)")
+    parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
+    parser.add_argument("--format", "-f", choices=FORMATS, default="table")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE")
+    parser.add_argument("--page-size", type=int, default=500, metavar="N",
+                        help="objects per list call (default: 500)")
+    parser.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
+                        help="progress bar on stderr (auto: when it is a terminal)")
+
+
+def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    def warn(msg: str) -> None:
+        stderr.write(f"gpupolicy audit: {msg}\n")
+
+    try:
+        source: Source = (FileSource(args.paths) if args.paths
+                          else LiveSource.connect(args.kubeconfig, args.context, args.page_size))
+        context = build_context(args, source, warn)
+        progress = Progress(stderr, enabled=_progress_on(args.progress, stderr))
+        collector = audit(source, context, progress)
+    except (ClusterError, sources.SourceError, PolicyLoadError) as exc:
+        warn(str(exc))
+        return 2
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as out:
+            write(args.format, collector, out)
+    else:
+        write(args.format, collector, stdout)
+    return 1 if collector.refused_objects else 0
+
+
+def build_context(args: argparse.Namespace, source: Source,
+                  warn: Callable[[str], None]) -> Context:
+    catalog = sources.load_catalog()
+    policies = merge_policies(sources.load_policies(args.policies), source.policies(warn), warn)
+    namespaces = sources.load_namespaces(args.namespaces)
+    namespaces.update(source.namespaces())
+    if args.inventory:
+        inventory: Inventory | None = sources.load_inventory(args.inventory, catalog)
+    else:
+        nodes = source.nodes()
+        # name order, as the API server lists them: the same report from a dump in any order
+        inventory = (Inventory.from_nodes(sorted(nodes, key=_node_name), catalog)
+                     if nodes is not None else None)
+    excluded = (frozenset(args.exclude_namespace) if args.exclude_namespace is not None
+                else DEFAULT_EXCLUDED_NAMESPACES)
+    return Context(policies=policies, catalog=catalog, inventory=inventory,
+                   namespaces=namespaces, excluded_namespaces=excluded)
+
+
+def merge_policies(files: list[GPUPolicy], found: list[GPUPolicy],
+                   warn: Callable[[str], None]) -> list[GPUPolicy]:
+    """Policies from files, then the cluster's (or the inputs') GPUPolicy objects; on a name
+    clash the file wins, as in `serve`."""
+    taken = {p.name for p in files}
+    merged = list(files)
+    for policy in found:
+        if policy.name in taken:
+            warn(f"GPUPolicy/{policy.name}: a policy file already defines it; using the file")
+            continue
+        taken.add(policy.name)
+        merged.append(policy)
+    return merged
+
+
+def audit(source: Source, context: Context, progress: Progress) -> Collector:
+    collector = Collector({p.name: p for p in context.policies})
+    checks = ClusterChecks(context)
+    for kind, batch in source.workloads(progress, collector.unavailable):
+        for obj in batch:
+            audit_one(obj, kind, context, collector, checks)
+        progress.advance(kind, len(batch))
+    progress.done()
+    finish(collector, checks)
+    return collector
+
+
+def audit_one(obj: dict[str, Any], kind: str, context: Context, collector: Collector,
+              checks: ClusterChecks) -> None:
+    meta = obj.get("metadata") or {}
+    if _owned(kind, meta):
+        collector.skipped[kind] += 1
+        return
+    namespace = namespace_of(obj, None)
+    ref = ObjectRef(kind, str(obj.get("apiVersion", "")), namespace,
+                    str(meta.get("name") or "?"), str(meta.get("uid") or ""))
+    try:
+        decision = review(obj, context, namespace=namespace)
+    except Exception as exc:  # one bad object must not end the audit of the cluster
+        collector.failed(ref, exc)
+        return
+    collector.add(ref, decision)
+    if kind == "Pod":
+        checks.pod(obj, namespace, ref.name, decision.gpu)
+
+
+def finish(collector: Collector, checks: ClusterChecks) -> None:
+    over = list(checks.oversubscribed())
+    for o in over:
+        collector.write(None, rule=SHARED_OVER, severity="warning", policy=o["policy"],
+                        action="warn", node=o["node"], device=o["device"],
+                        message=f"{o['pods']} pods share GPU {o['device']} on node {o['node']}, "
+                                f"over maxPodsPerGPU {o['maxPodsPerGPU']}")
+    for p in checks.pending:
+        reasons = "; ".join(p.pools) or "no GPU node pool in the inventory"
+        scheduler = f"scheduler: {p.scheduler}; " if p.scheduler else ""
+        ref = ObjectRef("Pod", "v1", p.namespace, p.name)
+        collector.write(ref, rule=PENDING, severity="warning", action="warn",
+                        message=f"GPU pod Pending: {scheduler}{reasons}")
+    collector.cluster = {
+        "sharedGPUs": checks.shared_gpus(),
+        "sharedGPUsOverLimit": over,
+        "pendingGPUPods": {"total": checks.pending_total,
+                           "pods": [p.as_dict() for p in checks.pending]},
+    }
+
+
+def _node_name(node: Mapping[str, Any]) -> str:
+    return str((node.get("metadata") or {}).get("name") or "")
+
+
+def _owned(kind: str, meta: dict[str, Any]) -> bool:
+    for ref in meta.get("ownerReferences") or ():
+        if isinstance(ref, dict) and ref.get("controller") and (kind, ref.get("kind")) in OWNED:
+            return True
+    return False
+
+
+def _progress_on(mode: str, stream: TextIO) -> bool:
+    if mode != "auto":
+        return mode == "always"
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from webhook.cli import run as cli_run
+
+    sys.exit(cli_run(["audit", *sys.argv[1:]], sys.stdout, sys.stderr))

@@ -1,0 +1,336 @@
+"""What the audit found, kept in bounded memory, and its four formats.
+
+Findings go to a spool file (one JSON line each) as objects stream past; memory holds only
+counters per policy and namespace, a few examples, and the spool offsets of each namespace
+(for one PolicyReport per namespace). The formats read the spool back at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from array import array
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import yaml
+
+from policies.decision import Decision
+from policies.model import GPUPolicy, Inject
+from webhook import report
+from webhook.report import ReportFinding
+
+FORMATS = ("table", "json", "sarif", "policyreport")
+MUTATION = "mutation"
+ENGINE_ERROR = "engine-error"
+SHARED_OVER = "shared-gpu-over-limit"
+PENDING = "gpu-pod-pending"
+CLUSTER_RULE_HELP = {
+    SHARED_OVER: "More pods share one physical GPU than the lowest shared.maxPodsPerGPU of "
+                 "the policies governing them (gpushare/cGPU/HAMi allocation annotations).",
+    PENDING: "A GPU pod is Pending and unscheduled; the message says why each node pool "
+             "cannot take it.",
+}
+EXAMPLES = 20
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    kind: str
+    api_version: str
+    namespace: str
+    name: str
+    uid: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+    @property
+    def source(self) -> str:
+        """A Pod is what runs; every other kind is a template of pods to come."""
+        return "pod" if self.kind == "Pod" else "template"
+
+
+@dataclass
+class Row:
+    objects: int = 0
+    mutate: int = 0
+    refuse: int = 0
+    warn: int = 0
+    audit: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"objects": self.objects, "mutate": self.mutate, "refuse": self.refuse,
+                "warn": self.warn, "audit": self.audit}
+
+
+def action(severity: str, mode: str) -> str:
+    if severity == "error":
+        return "refuse"
+    return "audit" if mode == "Audit" else "warn"
+
+
+def mutation_message(op: dict[str, Any]) -> str:
+    """Same words as `lint --show-mutations`."""
+    from policies.paths import to_display
+    from webhook.lint import pointer_path
+
+    path = pointer_path(str(op.get("path", "")))
+    value = json.dumps(op.get("value"), separators=(",", ":"), default=str)
+    if len(value) > 120:
+        value = value[:117] + "..."
+    verb = {"add": "add", "replace": "set", "remove": "remove"}.get(str(op.get("op")), op.get("op"))
+    shown = to_display(tuple(p for p in path if p != "-")) or "/"
+    return f"would {verb} {shown}" + ("" if op.get("op") == "remove" else f": {value}")
+
+
+@dataclass
+class Collector:
+    policies: dict[str, GPUPolicy]
+    # closed with the process; the formats read it back at the end
+    spool: Any = field(default_factory=lambda: tempfile.TemporaryFile(  # noqa: SIM115
+        "w+", encoding="utf-8"))
+    audited: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+    unavailable: dict[str, str] = field(default_factory=dict)
+    rows: dict[tuple[str, str], Row] = field(default_factory=dict)
+    severities: Counter[str] = field(default_factory=Counter)
+    rules: set[str] = field(default_factory=set)
+    refused_objects: int = 0
+    mutated_objects: int = 0
+    examples: list[dict[str, Any]] = field(default_factory=list)
+    offsets: dict[str, array[int]] = field(default_factory=dict)
+    namespaces: set[str] = field(default_factory=set)
+    cluster: dict[str, Any] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+
+    def add(self, ref: ObjectRef, decision: Decision) -> None:
+        self.audited[ref.kind] += 1
+        self.namespaces.add(ref.namespace)
+        if decision.violations or decision.patch:
+            self._rows(ref, decision)
+        elif decision.policies:
+            for name in decision.policies:
+                self._row(name, ref.namespace).objects += 1
+        for v in decision.violations:
+            self.write(ref, rule=v.rule, severity=v.severity, message=v.message,
+                       policy=v.policy, mode=v.mode, path=v.field or None,
+                       action=action(v.severity, v.mode))
+        if decision.patch:
+            self.mutated_objects += 1
+            policy = ", ".join(decision.policies) or None
+            for op in decision.patch:
+                self.write(ref, rule=MUTATION, severity="info", message=mutation_message(op),
+                           policy=policy, mode=None, path=str(op.get("path", "")),
+                           action="mutate")
+        if decision.denials:
+            self.refused_objects += 1
+            if len(self.examples) < EXAMPLES:
+                self.examples.append({"object": ref.label, "source": ref.source,
+                                      "why": decision.denials[0].describe()})
+
+    def failed(self, ref: ObjectRef, exc: Exception) -> None:
+        self.audited[ref.kind] += 1
+        self.write(ref, rule=ENGINE_ERROR, severity="error", policy=None, mode=None, path=None,
+                   message=f"engine failed: {type(exc).__name__}: {exc}", action="error")
+
+    def _row(self, policy: str, namespace: str) -> Row:
+        return self.rows.setdefault((policy, namespace), Row())
+
+    def _rows(self, ref: ObjectRef, decision: Decision) -> None:
+        for name in decision.policies:
+            row = self._row(name, ref.namespace)
+            row.objects += 1
+            mine = [v for v in decision.violations if v.policy == name]
+            policy = self.policies.get(name)
+            row.mutate += bool(decision.patch and policy and policy.spec.inject != Inject())
+            row.refuse += any(v.denies for v in mine)
+            row.warn += any(not v.denies and v.mode != "Audit" for v in mine)
+            row.audit += any(v.mode == "Audit" for v in mine)
+
+    def write(self, ref: ObjectRef | None, **fields: Any) -> None:
+        record = {k: v for k, v in fields.items() if v is not None}
+        if ref is not None:
+            record.update(kind=ref.kind, apiVersion=ref.api_version, namespace=ref.namespace,
+                          name=ref.name, uid=ref.uid, source=ref.source, object=ref.label)
+        namespace = ref.namespace if ref is not None else ""
+        self.offsets.setdefault(namespace, array("q")).append(self.spool.tell())
+        self.spool.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self.severities[record["severity"]] += 1
+        self.rules.add(record["rule"])
+
+    def records(self, namespace: str | None = None) -> Iterator[dict[str, Any]]:
+        self.spool.flush()
+        if namespace is None:
+            self.spool.seek(0)
+            for line in self.spool:
+                yield json.loads(line)
+            return
+        for offset in self.offsets.get(namespace, ()):
+            self.spool.seek(offset)
+            yield json.loads(self.spool.readline())
+
+    def summary(self) -> dict[str, Any]:
+        pods = self.audited.get("Pod", 0)
+        return {
+            "audited": dict(sorted(self.audited.items())),
+            "pods": pods,
+            "templates": sum(self.audited.values()) - pods,
+            "namespaces": len(self.namespaces),
+            "refusedObjects": self.refused_objects,
+            "mutatedObjects": self.mutated_objects,
+            "findings": {s: self.severities.get(s, 0) for s in ("error", "warning", "info")},
+            "skippedOwned": dict(sorted(self.skipped.items())),
+            "unavailable": dict(sorted(self.unavailable.items())),
+            "seconds": round(time.monotonic() - self.started, 3),
+        }
+
+    def policy_rows(self) -> list[dict[str, Any]]:
+        return [{"policy": p, "namespace": ns, **row.as_dict()}
+                for (p, ns), row in sorted(self.rows.items())]
+
+
+# -- formats ----------------------------------------------------------------------------------
+
+def write(fmt: str, c: Collector, out: TextIO) -> None:
+    {"table": write_table, "json": write_json, "sarif": write_sarif,
+     "policyreport": write_policyreport}[fmt](c, out)
+
+
+def write_json(c: Collector, out: TextIO) -> None:
+    head = {"summary": c.summary(), "policies": c.policy_rows(), "cluster": c.cluster}
+    text = json.dumps(head, indent=2)
+    out.write(text[:-2] + ',\n  "findings": [')
+    for i, record in enumerate(c.records()):
+        out.write(("," if i else "") + "\n    " + json.dumps(record, separators=(",", ":")))
+    out.write("\n  ]\n}\n")
+
+
+def as_report_finding(record: dict[str, Any]) -> ReportFinding:
+    return ReportFinding(rule=record["rule"], severity=record["severity"],
+                         message=record["message"], policy=record.get("policy"),
+                         path=record.get("path"), object=record.get("object"))
+
+
+def write_sarif(c: Collector, out: TextIO) -> None:
+    from webhook.lint import rule_help
+
+    helps = {**rule_help(c.rules), **{r: h for r, h in CLUSTER_RULE_HELP.items() if r in c.rules}}
+    # the header (rules) comes from report.format_sarif; results are streamed in after it
+    shell = json.loads(report.format_sarif([], rule_help=helps))
+    shell["runs"][0]["results"] = "@RESULTS@"
+    rule_ids = [r["id"] for r in shell["runs"][0]["tool"]["driver"]["rules"]]
+    index = {rule: i for i, rule in enumerate(rule_ids)}
+    before, after = json.dumps(shell, indent=2).split('"@RESULTS@"')
+    out.write(before + "[")
+    for i, record in enumerate(c.records()):
+        result = report._sarif_result(as_report_finding(record), index.get(record["rule"], 0))
+        result.pop("locations", None)  # a cluster object has no file
+        result["locations"] = [{"logicalLocations": [{
+            "fullyQualifiedName": record.get("object", "cluster"), "kind": "resource"}]}]
+        out.write(("," if i else "") + "\n" + json.dumps(result, separators=(",", ":")))
+    out.write("]" + after + "\n")
+
+
+_PR_SEVERITY = {"refuse": "high", "warn": "medium", "audit": "low", "error": "high"}
+_PR_RESULT = {"refuse": "fail", "warn": "warn", "audit": "warn", "error": "error"}
+
+
+def _pr_result(record: dict[str, Any], now: int) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "source": "gpupolicy",
+        "policy": record.get("policy") or "gpupolicy",
+        "rule": record["rule"],
+        "category": "GPU",
+        "result": _PR_RESULT.get(record["action"], "warn"),
+        "severity": _PR_SEVERITY.get(record["action"], "info"),
+        "message": record["message"],
+        "scored": True,
+        "timestamp": {"seconds": now, "nanos": 0},
+        "properties": {k: str(record[k]) for k in ("path", "mode", "source") if k in record},
+    }
+    if "kind" in record:
+        resource = {"apiVersion": record["apiVersion"], "kind": record["kind"],
+                    "name": record["name"], "namespace": record["namespace"]}
+        if record.get("uid"):
+            resource["uid"] = record["uid"]
+        result["resources"] = [resource]
+    return result
+
+
+def policy_reports(c: Collector) -> Iterator[dict[str, Any]]:
+    """A PolicyReport per namespace with findings (violations; mutations are not results)
+    and a ClusterPolicyReport for cluster-level facts, as wgpolicyk8s.io/v1alpha2 says."""
+    now = int(time.time())
+    for namespace in sorted(c.offsets):
+        results = [_pr_result(r, now) for r in c.records(namespace) if r["action"] != "mutate"]
+        counts = Counter(r["result"] for r in results)
+        meta: dict[str, Any] = {"name": "gpupolicy-audit"}
+        if namespace:
+            meta["namespace"] = namespace
+        meta["labels"] = {"app.kubernetes.io/managed-by": "gpupolicy"}
+        yield {
+            "apiVersion": "wgpolicyk8s.io/v1alpha2",
+            "kind": "PolicyReport" if namespace else "ClusterPolicyReport",
+            "metadata": meta,
+            "summary": {"pass": 0, "fail": counts["fail"], "warn": counts["warn"],
+                        "error": counts["error"], "skip": 0},
+            "results": results,
+        }
+
+
+def write_policyreport(c: Collector, out: TextIO) -> None:
+    for i, doc in enumerate(policy_reports(c)):
+        if i:
+            out.write("---\n")
+        out.write(yaml.safe_dump(doc, sort_keys=False, width=120))
+
+
+def write_table(c: Collector, out: TextIO) -> None:
+    s = c.summary()
+    kinds = ", ".join(f"{n} {k}" for k, n in s["audited"].items()) or "nothing"
+    out.write(f"Audited {kinds} in {s['namespaces']} namespaces ({s['pods']} running pods, "
+              f"{s['templates']} templates) in {s['seconds']}s.\n")
+    if s["skippedOwned"]:
+        owned = ", ".join(f"{n} {k}" for k, n in s["skippedOwned"].items())
+        out.write(f"Skipped {owned} owned by a controller whose template is audited.\n")
+    for what, why in s["unavailable"].items():
+        out.write(f"Not audited: {what}: {why}\n")
+    out.write("\n")
+    rows = c.policy_rows()
+    header = ("POLICY", "NAMESPACE", "OBJECTS", "MUTATE", "REFUSE", "WARN", "AUDIT")
+    cells = [header] + [(r["policy"], r["namespace"], *(str(r[k]) for k in
+                         ("objects", "mutate", "refuse", "warn", "audit"))) for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    for row in cells:
+        out.write("  ".join(cell.ljust(w) if i < 2 else cell.rjust(w)
+                            for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
+                  .rstrip() + "\n")
+    if not rows:
+        out.write("(no object is governed by any policy)\n")
+    out.write(f"\nWould refuse {s['refusedObjects']} objects, mutate {s['mutatedObjects']}; "
+              f"{s['findings']['error']} errors, {s['findings']['warning']} warnings.\n")
+    if c.examples:
+        out.write(f"\nWould be refused (first {len(c.examples)}):\n")
+        for e in c.examples:
+            out.write(f"  {e['object']} ({e['source']}): {e['why']}\n")
+    over = c.cluster.get("sharedGPUsOverLimit") or []
+    if over:
+        out.write("\nShared GPUs over maxPodsPerGPU:\n")
+        for o in over:
+            out.write(f"  node {o['node']} {o['device']}: {o['pods']} pods > "
+                      f"{o['maxPodsPerGPU']} (policy {o['policy']}): {', '.join(o['sample'])}"
+                      f"{' ...' if o['pods'] > len(o['sample']) else ''}\n")
+    pending = c.cluster.get("pendingGPUPods") or {}
+    if pending.get("total"):
+        out.write(f"\nGPU pods Pending and unscheduled: {pending['total']}\n")
+        for p in pending["pods"][:EXAMPLES]:
+            out.write(f"  {p['namespace']}/{p['name']}\n")
+            if p["scheduler"]:
+                out.write(f"    scheduler: {p['scheduler']}\n")
+            for line in p["pools"]:
+                out.write(f"    {line}\n")

@@ -1,0 +1,204 @@
+"""Where the audit's objects come from: a live cluster (paged lists) or files.
+
+Both give the same four things: GPUPolicy objects, Namespace labels, Node objects, and the
+workloads in batches, so a dump of a cluster audits exactly like the cluster itself.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from policies.model import GPUPolicy
+from policies.workloads import locations_for
+from webhook import sources
+from webhook.cluster import ClusterError, api_client, list_all
+from webhook.cluster_sources import GROUP, PLURAL, VERSION, Invalid, gpupolicy, node_facts
+from webhook.progress import Progress
+
+Warn = Callable[[str], None]
+Batches = Iterator[tuple[str, list[dict[str, Any]]]]
+
+# Built-in workload kinds: (kind, apiVersion, API class, its all-namespaces list method)
+BUILT_IN = (
+    ("Deployment", "apps/v1", k8s.AppsV1Api, "list_deployment_for_all_namespaces"),
+    ("StatefulSet", "apps/v1", k8s.AppsV1Api, "list_stateful_set_for_all_namespaces"),
+    ("DaemonSet", "apps/v1", k8s.AppsV1Api, "list_daemon_set_for_all_namespaces"),
+    ("ReplicaSet", "apps/v1", k8s.AppsV1Api, "list_replica_set_for_all_namespaces"),
+    ("ReplicationController", "v1", k8s.CoreV1Api,
+     "list_replication_controller_for_all_namespaces"),
+    ("Job", "batch/v1", k8s.BatchV1Api, "list_job_for_all_namespaces"),
+    ("CronJob", "batch/v1", k8s.BatchV1Api, "list_cron_job_for_all_namespaces"),
+    ("PodTemplate", "v1", k8s.CoreV1Api, "list_pod_template_for_all_namespaces"),
+)
+PODS = ("Pod", "v1", k8s.CoreV1Api, "list_pod_for_all_namespaces")
+# Custom workload kinds: (kind, group, versions to try in order, plural). The first version
+# the API server serves is used (a cluster serves every object under each of its versions).
+CUSTOM = (
+    ("PyTorchJob", "kubeflow.org", ("v1",), "pytorchjobs"),
+    ("TFJob", "kubeflow.org", ("v1",), "tfjobs"),
+    ("MPIJob", "kubeflow.org", ("v2beta1", "v1"), "mpijobs"),
+    ("XGBoostJob", "kubeflow.org", ("v1",), "xgboostjobs"),
+    ("PaddleJob", "kubeflow.org", ("v1",), "paddlejobs"),
+    ("JAXJob", "kubeflow.org", ("v1",), "jaxjobs"),
+    ("RayCluster", "ray.io", ("v1", "v1alpha1"), "rayclusters"),
+    ("RayJob", "ray.io", ("v1", "v1alpha1"), "rayjobs"),
+    ("RayService", "ray.io", ("v1", "v1alpha1"), "rayservices"),
+    ("JobSet", "jobset.x-k8s.io", ("v1alpha2",), "jobsets"),
+    ("LeaderWorkerSet", "leaderworkerset.x-k8s.io", ("v1",), "leaderworkersets"),
+    ("Job", "batch.volcano.sh", ("v1alpha1",), "jobs"),
+    ("Rollout", "argoproj.io", ("v1alpha1",), "rollouts"),
+    ("InferenceService", "serving.kserve.io", ("v1beta1",), "inferenceservices"),
+)
+# Groups a cluster serves the built-in kinds under, old manifests included (extensions/v1beta1)
+_BUILT_IN_GROUPS = {"", "apps", "extensions", "batch"}
+_AUDITED = {("", "Pod")} | {(g, kind) for kind, _, _, _ in BUILT_IN for g in _BUILT_IN_GROUPS} | {
+    (group, kind) for kind, group, _, _ in CUSTOM}
+
+
+def audited_kind(obj: dict[str, Any]) -> bool:
+    """Whether a live audit would list this object: a file holds only what a cluster can."""
+    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+    return (group, obj.get("kind")) in _AUDITED and bool(locations_for(obj))
+
+
+class Source(Protocol):
+    def policies(self, warn: Warn) -> list[GPUPolicy]: ...
+    def namespaces(self) -> dict[str, dict[str, str]]: ...
+    def nodes(self) -> list[dict[str, Any]] | None: ...
+    def workloads(self, progress: Progress, unavailable: dict[str, str]) -> Batches: ...
+
+
+def _valid(objects: list[dict[str, Any]], warn: Warn) -> list[GPUPolicy]:
+    found = []
+    for obj in objects:
+        checked = gpupolicy(obj)
+        if isinstance(checked, Invalid):
+            warn(f"skipping invalid {checked.message}")
+        else:
+            found.append(checked)
+    return found
+
+
+class LiveSource:
+    def __init__(self, api: k8s.ApiClient, page_size: int = 500) -> None:
+        self.api = api
+        self.page_size = page_size
+        self.server = api.configuration.host
+
+    @classmethod
+    def connect(cls, kubeconfig: str | None, context: str | None, page_size: int) -> LiveSource:
+        return cls(api_client(kubeconfig, context), page_size)
+
+    def _all(self, func: Callable[..., Any]) -> Iterator[list[dict[str, Any]]]:
+        try:
+            for page in list_all(func, limit=self.page_size, timeout=(10, 120)):
+                yield page.items
+        except HTTPError as exc:
+            raise ClusterError(f"cannot reach the API server at {self.server}: {exc}") from None
+
+    def _everything(self, func: Callable[..., Any], what: str) -> list[dict[str, Any]]:
+        try:
+            return [obj for items in self._all(func) for obj in items]
+        except ApiException as exc:
+            raise ClusterError(f"cannot list {what}: HTTP {exc.status} {exc.reason}") from None
+
+    def policies(self, warn: Warn) -> list[GPUPolicy]:
+        custom = k8s.CustomObjectsApi(self.api)
+        func = functools.partial(custom.list_cluster_custom_object, GROUP, VERSION, PLURAL)
+        try:
+            items = [obj for page in self._all(func) for obj in page]
+        except ApiException as exc:
+            if exc.status != 404:  # 404: the CRD is not installed, so no custom policies
+                warn(f"cannot list GPUPolicy resources: HTTP {exc.status} {exc.reason}")
+            return []
+        return _valid(items, warn)
+
+    def namespaces(self) -> dict[str, dict[str, str]]:
+        objects = self._everything(k8s.CoreV1Api(self.api).list_namespace, "namespaces")
+        return sources.namespace_labels({"kind": "Namespace", **o} for o in objects)
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return [node_facts(o) for o in self._everything(k8s.CoreV1Api(self.api).list_node,
+                                                        "nodes")]
+
+    def workloads(self, progress: Progress, unavailable: dict[str, str]) -> Batches:
+        kinds: list[tuple[str, str, Callable[..., Any]]] = [
+            (kind, api_version, getattr(api_class(self.api), method))
+            for kind, api_version, api_class, method in BUILT_IN
+        ]
+        custom = k8s.CustomObjectsApi(self.api)
+        for kind, group, versions, plural in CUSTOM:
+            for version in versions:
+                kinds.append((kind, f"{group}/{version}", functools.partial(
+                    custom.list_cluster_custom_object, group, version, plural)))
+        kind, api_version, api_class, method = PODS
+        kinds.append((kind, api_version, getattr(api_class(self.api), method)))
+        served: set[str] = set()
+        for kind, api_version, func in kinds:
+            group = api_version.rpartition("/")[0]
+            if f"{group}/{kind}" in served:
+                continue  # already listed under an earlier version
+            try:
+                first = True
+                for page in list_all(func, limit=self.page_size, timeout=(10, 120)):
+                    if first:
+                        served.add(f"{group}/{kind}")
+                        progress.expect(kind, len(page.items) + (page.remaining or 0))
+                        first = False
+                    for obj in page.items:  # list items carry no kind/apiVersion
+                        obj["kind"], obj["apiVersion"] = kind, api_version
+                    yield kind, page.items
+            except ApiException as exc:
+                if exc.status == 404:
+                    continue  # that CRD (or version) is not installed
+                unavailable[f"{kind} ({api_version})"] = f"HTTP {exc.status} {exc.reason}"
+            except HTTPError as exc:
+                raise ClusterError(f"cannot reach the API server at {self.server}: "
+                                   f"{exc}") from None
+
+
+class FileSource:
+    """Objects from files and directories (*.yaml, *.yml, *.json, recursively)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.files: list[Path] = []
+        for path in paths:
+            self.files.extend(sources.policy_files(Path(path)))  # raises SourceError
+        self._special: dict[str, list[dict[str, Any]]] | None = None
+
+    def _scan(self) -> dict[str, list[dict[str, Any]]]:
+        """Namespace, Node and GPUPolicy documents, found in a first pass."""
+        if self._special is None:
+            found: dict[str, list[dict[str, Any]]] = {"Namespace": [], "Node": [], "GPUPolicy": []}
+            for file in self.files:
+                raw = file.read_bytes()
+                if not any(k.encode() in raw for k in found):
+                    continue
+                for obj in sources.read_objects(file):
+                    if obj.get("kind") in found:
+                        found[str(obj["kind"])].append(obj)
+            self._special = found
+        return self._special
+
+    def policies(self, warn: Warn) -> list[GPUPolicy]:
+        return _valid(self._scan()["GPUPolicy"], warn)
+
+    def namespaces(self) -> dict[str, dict[str, str]]:
+        return sources.namespace_labels(self._scan()["Namespace"])
+
+    def nodes(self) -> list[dict[str, Any]] | None:
+        nodes = self._scan()["Node"]
+        return [node_facts(n) for n in nodes] if nodes else None
+
+    def workloads(self, progress: Progress, unavailable: dict[str, str]) -> Batches:
+        for file in self.files:
+            for obj in sources.read_objects(file):
+                if audited_kind(obj):
+                    yield str(obj["kind"]), [obj]
