@@ -124,3 +124,32 @@ def test_generated_pair_serves_the_service_name() -> None:
     assert "rel-gpupolicy.gpu-system.svc" in names
     lifetime = cert.not_valid_after_utc - datetime.datetime.now(datetime.UTC)
     assert lifetime > datetime.timedelta(days=3000)
+
+
+def test_bring_your_own_with_gpupolicy_certs_generate(tmp_path: Path) -> None:
+    """The BYO path end to end: `gpupolicy certs generate` for the chart's Service, its CA as
+    certs.caBundle, and the webhooks then trust exactly that CA for that Service name."""
+    import io
+
+    from webhook import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.run(["certs", "generate", "--service", "rel-gpupolicy", "--namespace", NAMESPACE,
+                    "--out", str(tmp_path)], out, err)
+    assert code == 0, err.getvalue()
+    ca_b64 = base64.b64encode((tmp_path / "ca.crt").read_bytes()).decode()
+    result = template("--set", "certs.mode=secret", "--set", "certs.secretName=byo",
+                      "--set", f"certs.caBundle={ca_b64}")
+    assert result.returncode == 0, result.stderr
+    objects = documents(result.stdout)
+    service = one(objects, "Service")["metadata"]["name"]
+    data = {"ca.crt": ca_b64,
+            "tls.crt": base64.b64encode((tmp_path / "tls.crt").read_bytes()).decode()}
+    cert = _verify_chain(data)
+    names = cert.extensions.get_extension_for_class(
+        x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    assert f"{service}.{NAMESPACE}.svc" in names
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for hook in webhooks(objects, kind).values():
+            assert hook["clientConfig"]["caBundle"] == ca_b64
+            assert hook["clientConfig"]["service"]["name"] == service
