@@ -77,7 +77,8 @@ spec:
       {{- with .Values.topologySpreadConstraints }}
       topologySpreadConstraints:
         {{- range . }}
-        - {{- toYaml (merge (dict) . (dict "labelSelector" (dict "matchLabels" (include "gpupolicy.selectorLabels" $.root | fromYaml)))) | nindent 10 }}
+        {{- /* The release's pods, unless the entry brings its own labelSelector. */}}
+        - {{ toYaml (merge (dict) . (dict "labelSelector" (dict "matchLabels" (include "gpupolicy.selectorLabels" $.root | fromYaml)))) | indent 10 | trim }}
         {{- end }}
       {{- end }}
       {{- with .Values.nodeSelector }}
