@@ -1,0 +1,145 @@
+"""`gpupolicy explain`: every pool and why it cannot take the pod, from a file or the cluster."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.cluster.conftest import gpupolicy, namespace
+from tests.cluster.test_audit import NODES, _load, _nodes, gpupolicy_cli
+
+TOLERATE = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def pod(name: str, limits: dict[str, Any], ns: str = "ml", **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+            "spec": {"containers": [{"name": "c", "image": "cuda",
+                                     "resources": {"limits": limits}}], **spec}}
+
+
+ONLY_H100 = gpupolicy("h100-only", namespaces=["ml"], rules={
+    "allowedModels": ["NVIDIA-H100-80GB-HBM3"]})
+AFFINITY = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+    "nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-H100-80GB-HBM3"]}]}]}}}
+
+# (objects in the cluster / file besides the nodes, the pod, pool -> words its reason must hold)
+CASES = {
+    "taint-not-tolerated": (
+        [], pod("t", {"nvidia.com/gpu": 1}, ns="kube-system"),  # excluded: nothing injected
+        {"p4de.24xlarge": ["nvidia.com/gpu", "taint"], "g4dn.xlarge": ["taint"]}),
+    "selector-mismatch": (
+        [], pod("s", {"nvidia.com/gpu": 1}, nodeSelector={"workload": "inference"}),
+        {"p4de.24xlarge": ["nodeSelector", "workload=inference"]}),
+    "affinity-mismatch": (
+        [], pod("a", {"nvidia.com/gpu": 1}, affinity=AFFINITY),
+        {"p4de.24xlarge": ["affinity"], "g4dn.xlarge": ["affinity"]}),
+    "not-enough-gpus": (
+        [], pod("n", {"nvidia.com/gpu": 8}),
+        {"p4de.24xlarge": ["not enough nvidia.com/gpu", "needs 8", "has 6"],
+         "g4dn.xlarge": ["has 1"]}),
+    "mig-profile-absent": (
+        [], pod("m", {"nvidia.com/mig-1g.18gb": 1}),
+        {"p4de.24xlarge": ["MIG profile 1g.18gb does not exist", "1g.10gb"]}),
+    "shared-memory-too-large": (
+        [], pod("g", {"aliyun.com/gpu-mem": 30}),
+        {"NVIDIA-A10": ["does not fit on one GPU", "22"]}),
+    "model-not-allowed": (
+        [ONLY_H100], pod("x", {"nvidia.com/gpu": 1}),
+        {"p4de.24xlarge": ["NVIDIA-A100-SXM4-80GB is not allowed"],
+         "g4dn.xlarge": ["is not allowed"]}),
+}
+
+
+def _explain_file(tmp_path: Path, objects: list[dict[str, Any]], *argv: str) -> tuple[int, Any]:
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(yaml.safe_dump_all(objects), encoding="utf-8")
+    code, out, err = gpupolicy_cli("explain", str(manifest), "--format", "json", *argv)
+    assert code in (0, 1), err
+    return code, json.loads(out)
+
+
+def _reasons(answer: dict[str, Any]) -> dict[str, str]:
+    (spec,) = answer["podSpecs"]
+    return {p["pool"]: " ".join(p["reasons"]) for p in spec["pools"]}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_each_pool_says_why_from_a_file(tmp_path, case):
+    extra, workload, expect = CASES[case]
+    code, (answer,) = _explain_file(tmp_path, [*extra, workload], "--inventory", str(NODES))
+    assert code == 1
+    reasons = _reasons(answer)
+    assert set(reasons) == {"NVIDIA-A10", "p4de.24xlarge", "m5.2xlarge", "g4dn.xlarge"}
+    for pool, words in expect.items():
+        for word in words:
+            assert word in reasons[pool], (pool, reasons[pool])
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_live_cluster_gives_the_same_answer(api_server, kubeconfig, tmp_path, case):
+    extra, workload, _ = CASES[case]
+    _load(api_server, [namespace("ml"), *_nodes(), *extra, workload])
+    code, out, err = gpupolicy_cli("explain", f"{workload['metadata']['namespace']}/"
+                                              f"{workload['metadata']['name']}",
+                                   "--kubeconfig", kubeconfig, "-f", "json")
+    assert code == 1, err
+    live = json.loads(out)
+    _, offline = _explain_file(tmp_path, [*extra, workload, *_nodes()])
+    assert live == offline
+
+
+def test_fitting_pod_exits_zero_and_names_the_pools(tmp_path):
+    code, (answer,) = _explain_file(tmp_path, [pod("ok", {"nvidia.com/gpu": 1})],
+                                    "--inventory", str(NODES))
+    assert code == 0
+    fits = {p["pool"] for p in answer["podSpecs"][0]["pools"] if p["fits"]}
+    assert fits == {"p4de.24xlarge", "g4dn.xlarge"}
+
+
+def test_deployment_by_kind_and_scheduler_message(api_server, kubeconfig):
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"name": "web", "namespace": "ml"},
+                  "spec": {"template": {"spec": pod("x", {"nvidia.com/gpu": 8})["spec"]}}}
+    pending = pod("p", {"nvidia.com/gpu": 8}, tolerations=TOLERATE)
+    pending["status"] = {"phase": "Pending", "conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}]}
+    _load(api_server, [namespace("ml"), *_nodes(), deployment, pending])
+    code, out, _ = gpupolicy_cli("explain", "deployment/ml/web", "--kubeconfig", kubeconfig)
+    assert code == 1
+    assert "Deployment ml/web" in out and "pod spec spec.template.spec: fits NO node pool" in out
+    code, out, _ = gpupolicy_cli("explain", "ml/p", "--kubeconfig", kubeconfig)
+    assert "scheduler says: 0/4 nodes are available" in out
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [("ml/missing", "not found in the cluster"), ("a/b/c/d", "name a file"),
+     ("widget/ml/x", "unknown kind")],
+)
+def test_bad_targets_are_clear_errors(api_server, kubeconfig, target, message):
+    _load(api_server, [namespace("ml"), *_nodes()])
+    code, _, err = gpupolicy_cli("explain", target, "--kubeconfig", kubeconfig)
+    assert code == 2
+    assert message in err and "Traceback" not in err
+
+
+def test_without_inventory_the_catalog_stands_in(tmp_path):
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(yaml.safe_dump(pod("m", {"nvidia.com/mig-3g.40gb": 1})), "utf-8")
+    code, out, _ = gpupolicy_cli("explain", str(manifest))
+    assert code == 0
+    assert "No inventory" in out and "NVIDIA-A100-SXM4-80GB" in out
+
+
+def test_not_a_gpu_workload(tmp_path):
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(yaml.safe_dump(pod("cpu", {"cpu": 1})), "utf-8")
+    code, out, _ = gpupolicy_cli("explain", str(manifest), "--inventory", str(NODES))
+    assert code == 0
+    assert "not a GPU workload" in out

@@ -1,0 +1,200 @@
+"""`gpupolicy explain POD.yaml|NS/NAME|KIND/NS/NAME`: why a GPU pod fits no node.
+
+For each GPU pod spec of the workload, after the policies' injections, every node pool and
+the exact reasons it cannot take the pod: taint not tolerated, nodeSelector or affinity not
+matching, not enough of a resource, MIG profile absent, shared memory larger than one device,
+model not allowed (policies.engine.explain decides; this module fetches and prints).
+
+Nodes, namespaces and GPUPolicy objects come from the cluster (`--kubeconfig` or in-cluster)
+when the workload is named as NS/NAME, from `--inventory` and the file's own documents
+otherwise, so the same objects give the same answer either way.
+Exit 0 when every GPU pod spec fits some pool, 1 when one fits none, 2 on errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from policies.context import Context
+from policies.engine import explain, namespace_of
+from policies.loading import PolicyLoadError
+from policies.paths import to_display
+from policies.workloads import locations_for
+from webhook import sources
+from webhook.audit import build_context
+from webhook.audit_sources import BUILT_IN, CUSTOM, FileSource, LiveSource
+from webhook.cluster import ClusterError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", metavar="POD.yaml|NS/NAME|KIND/NS/NAME",
+                        help="a manifest file (- for stdin), or a workload in the cluster "
+                             "(a Pod by default; e.g. deployment/ml/train)")
+    sources.add_source_arguments(parser)
+    parser.add_argument("--kubeconfig", metavar="FILE",
+                        help="cluster to read the workload, nodes and namespaces from")
+    parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
+    parser.add_argument("--namespace", "-n", metavar="NS",
+                        help="namespace of documents that name none (default: default)")
+    parser.add_argument("--format", "-f", choices=("text", "json"), default="text")
+
+
+def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    def warn(msg: str) -> None:
+        stderr.write(f"gpupolicy explain: {msg}\n")
+
+    try:
+        objects, context, scheduler = _load(args, warn)
+    except (ClusterError, sources.SourceError, PolicyLoadError) as exc:
+        warn(str(exc))
+        return 2
+    answers = [answer(obj, context, args.namespace, scheduler.get(id(obj), ""))
+               for obj in objects]
+    if not answers:
+        warn(f"{args.target}: no workload with a pod spec found")
+        return 2
+    if args.format == "json":
+        stdout.write(json.dumps(answers, indent=2) + "\n")
+    else:
+        stdout.write(render(answers, pools_known=context.inventory is not None))
+    return 1 if any(not spec["fits"] for a in answers for spec in a["podSpecs"]) else 0
+
+
+def _is_file(target: str) -> bool:
+    return target == "-" or Path(target).exists() or target.endswith((".yaml", ".yml", ".json"))
+
+
+def _load(args: argparse.Namespace, warn: Any) -> tuple[list[dict[str, Any]], Context,
+                                                        dict[int, str]]:
+    if _is_file(args.target):
+        path = args.target
+        if path == "-":
+            import tempfile
+
+            with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as tmp:
+                tmp.write(sys.stdin.read())
+            path = tmp.name
+        try:
+            source = FileSource([path])
+            objects = [o for o in sources.read_objects(path) if locations_for(o)]
+            return objects, build_context(args, source, warn), {}
+        finally:
+            if path != args.target:
+                Path(path).unlink()
+    live = LiveSource.connect(args.kubeconfig, args.context, 500)
+    obj = fetch(live, args.target)
+    context = build_context(args, live, warn)
+    return [obj], context, {id(obj): scheduler_message(obj)}
+
+
+def fetch(live: LiveSource, target: str) -> dict[str, Any]:
+    """The object named KIND/NS/NAME or NS/NAME (a Pod) from the cluster, as a dict."""
+    parts = target.split("/")
+    if len(parts) == 2:
+        parts = ["pod", *parts]
+    if len(parts) != 3 or not all(parts):
+        raise ClusterError(f"{target}: name a file, NS/NAME or KIND/NS/NAME")
+    kind_name, namespace, name = parts
+    try:
+        return _read(live, kind_name.lower(), namespace, name)
+    except ApiException as exc:
+        if exc.status == 404:
+            raise ClusterError(f"{target}: not found in the cluster") from None
+        raise ClusterError(f"{target}: HTTP {exc.status} {exc.reason}") from None
+    except HTTPError as exc:
+        raise ClusterError(f"cannot reach the API server at {live.server}: {exc}") from None
+
+
+def _read(live: LiveSource, kind: str, namespace: str, name: str) -> dict[str, Any]:
+    from kubernetes import client as k8s
+
+    builtin = {"pod": ("Pod", "v1", k8s.CoreV1Api, "list_pod_for_all_namespaces"),
+               **{k.lower(): (k, v, cls, m) for k, v, cls, m in BUILT_IN}}
+    if kind in builtin or kind.rstrip("s") in builtin:
+        real, api_version, api_class, method = builtin.get(kind) or builtin[kind.rstrip("s")]
+        reader = getattr(api_class(live.api), method.replace("list_", "read_namespaced_")
+                         .removesuffix("_for_all_namespaces"))
+        resp = reader(name, namespace, _preload_content=False)
+    else:
+        custom = {k.lower(): (k, g, vs, p) for k, g, vs, p in CUSTOM}
+        if kind not in custom:
+            raise ClusterError(f"unknown kind {kind!r}")
+        real, group, versions, plural = custom[kind]
+        api = k8s.CustomObjectsApi(live.api)
+        resp = None
+        for version in versions:
+            try:
+                resp = api.get_namespaced_custom_object(group, version, namespace, plural, name,
+                                                        _preload_content=False)
+                api_version = f"{group}/{version}"
+                break
+            except ApiException as exc:
+                if exc.status != 404 or version == versions[-1]:
+                    raise
+    obj: dict[str, Any] = json.loads(resp.data)
+    obj.setdefault("kind", real)
+    obj.setdefault("apiVersion", api_version)
+    return obj
+
+
+def scheduler_message(obj: dict[str, Any]) -> str:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "PodScheduled" \
+                and cond.get("status") == "False":
+            return str(cond.get("message") or cond.get("reason") or "")
+    return ""
+
+
+def answer(obj: dict[str, Any], context: Context, namespace: str | None,
+           scheduler: str) -> dict[str, Any]:
+    ns = namespace_of(obj, namespace)
+    meta = obj.get("metadata") or {}
+    specs = []
+    for path, verdicts in explain(obj, context, namespace=ns):
+        specs.append({
+            "path": to_display(path) or "(pod)",
+            "fits": any(v.fits for v in verdicts),
+            "pools": [{"pool": v.pool, "nodes": v.nodes, "model": v.model, "fits": v.fits,
+                       "reasons": list(v.reasons)} for v in verdicts],
+        })
+    return {
+        "kind": obj.get("kind"), "namespace": ns, "name": meta.get("name"),
+        "policies": [p.name for p in context.governing(ns)],
+        "gpu": bool(specs), "scheduler": scheduler, "podSpecs": specs,
+    }
+
+
+def render(answers: list[dict[str, Any]], *, pools_known: bool) -> str:
+    lines: list[str] = []
+    for a in answers:
+        policies = ", ".join(a["policies"]) or "none"
+        lines.append(f"{a['kind']} {a['namespace']}/{a['name']}  (policies: {policies})")
+        if a["scheduler"]:
+            lines.append(f"  scheduler says: {a['scheduler']}")
+        if not a["gpu"]:
+            lines.append("  not a GPU workload: no container requests an accelerator")
+        for spec in a["podSpecs"]:
+            fitting = [p["pool"] for p in spec["pools"] if p["fits"]]
+            verdict = (f"fits {len(fitting)} of {len(spec['pools'])} pools"
+                       if fitting else "fits NO node pool")
+            lines.append(f"  pod spec {spec['path']}: {verdict}")
+            for p in spec["pools"]:
+                size = f"{p['nodes']} node{'s' * (p['nodes'] != 1)}, " if pools_known else ""
+                head = f"    pool {p['pool']} ({size}{p['model'] or 'no GPU'}): "
+                if p["fits"]:
+                    lines.append(head + "fits")
+                else:
+                    lines.append(head + p["reasons"][0])
+                    lines.extend(f"{' ' * 6}- {r}" for r in p["reasons"][1:])
+        lines.append("")
+    if not pools_known:
+        lines.append("No inventory: the pools are the GPU catalog's models and amounts are not "
+                     "checked. Give --inventory FILE (kubectl get nodes -o yaml) or a cluster.")
+    return "\n".join(lines) + "\n"
