@@ -23,6 +23,9 @@ _MERGE = "tag:yaml.org,2002:merge"
 # An alias re-uses a node; a consumer walking the built object sees each use. Past this many
 # expanded nodes per document the input is an alias bomb, refused like the API server does.
 MAX_EXPANDED_NODES = 1_000_000
+# Real objects nest a few dozen levels (CRD schemas the most); deeper is refused before Python's
+# recursion limit could decide it.
+MAX_DEPTH = 200
 
 Position = tuple[int, int]  # 1-based line and column
 
@@ -192,16 +195,18 @@ class _Builder:
             stack.append((node, True))
             stack.extend((c, False) for c in children if state.get(id(c)) != 2)
 
-    def build(self, node: yaml.Node) -> Any:
+    def build(self, node: yaml.Node, depth: int = 0) -> Any:
         key = id(node)
         if key in self.done:
             return self.done[key]
+        if depth > MAX_DEPTH:  # decided here, not by whatever recursion limit is in force
+            raise self.refuse(SYNTAX, f"nesting too deep (more than {MAX_DEPTH} levels)", node)
         if isinstance(node, yaml.ScalarNode):
             value = self.scalar(node)
         elif isinstance(node, yaml.SequenceNode):
-            value = [self.build(item) for item in node.value]
+            value = [self.build(item, depth + 1) for item in node.value]
         else:
-            value = self.mapping(node)
+            value = self.mapping(node, depth)
         self.done[key] = value
         return value
 
@@ -217,7 +222,7 @@ class _Builder:
             raise self.refuse(SYNTAX, f"bad {node.tag.rsplit(':', 1)[-1]} value: {exc}",
                               node) from None
 
-    def mapping(self, node: yaml.Node) -> dict[Any, Any]:
+    def mapping(self, node: yaml.Node, depth: int) -> dict[Any, Any]:
         if not isinstance(node, yaml.MappingNode):
             raise self.refuse(SYNTAX, f"unexpected node {type(node).__name__}", node)
         seen: dict[Any, yaml.Node] = {}
@@ -243,7 +248,7 @@ class _Builder:
                 raise self.refuse(SYNTAX, str(getattr(exc, "problem", exc)), node) from None
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            out[self.build(key_node)] = self.build(value_node)
+            out[self.build(key_node, depth + 1)] = self.build(value_node, depth + 1)
         return out
 
 
