@@ -36,15 +36,18 @@ def _hook_for(obj: dict[str, Any], values: str = "default") -> dict[str, Any]:
                 if group in r["apiGroups"] and resource in r["resources"])
 
 
-def matches(obj: dict[str, Any]) -> bool:
-    """The webhook's matchCondition on `obj`, as the API server would evaluate it."""
-    expression = _hook_for(obj)["matchConditions"][0]["expression"]
+def evaluate(expression: str, obj: dict[str, Any]) -> bool:
     if expression not in _PROGRAMS:
         _PROGRAMS[expression] = _ENV.program(_ENV.compile(expression))
     result = _PROGRAMS[expression].evaluate({"object": json_to_cel(obj)})
     if isinstance(result, CELEvalError):
         raise AssertionError(f"CEL error on {obj['kind']}: {result}")
     return bool(result)
+
+
+def matches(obj: dict[str, Any]) -> bool:
+    """The validating webhook's matchCondition on `obj`, as the API server would evaluate it."""
+    return evaluate(_hook_for(obj)["matchConditions"][0]["expression"], obj)
 
 
 def gpu_related(obj: dict[str, Any]) -> bool:
@@ -186,3 +189,31 @@ def test_no_gpu_object_of_the_corpus_slips_past(corpus_dir: Path) -> None:
     assert slipped == []
     print(f"corpus: {checked} workload objects, {gpu} GPU-related, {sent} sent to the webhook")
     assert checked > 200 and gpu > 50, (checked, gpu)
+
+
+def _replicaset(owner: dict[str, Any] | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "web-5d8f"}
+    if owner is not None:
+        meta["ownerReferences"] = [owner]
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": meta, "spec": TEMPLATE}
+
+
+@pytest.mark.parametrize(
+    ("obj", "sent"),
+    [
+        (_replicaset(None), True),
+        (_replicaset({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                      "uid": "u", "controller": True}), False),
+        (_replicaset({"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "u"}), True),
+        (_replicaset({"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "u",
+                      "controller": False}), True),
+        ({"apiVersion": "apps/v1", "kind": "Deployment", "spec": TEMPLATE}, True),
+    ],
+    ids=["standalone", "owned by a deployment", "owner not controller", "controller false",
+         "no metadata"],
+)
+def test_template_mutation_skips_controller_owned_objects(obj: dict[str, Any], sent: bool) -> None:
+    hooks = webhooks(render("templates-mutation"), "MutatingWebhookConfiguration")
+    hook = hooks["apps.workloads.mutate.gpupolicy.io"]
+    assert [c["name"] for c in hook["matchConditions"]] == ["gpu-related", "not-controlled"]
+    assert all(evaluate(c["expression"], obj) for c in hook["matchConditions"]) is sent

@@ -45,6 +45,10 @@ BUNDLED = Path(__file__).resolve().parents[2] / "policies" / "defaults"
         (("--set", "certs.mode=secret", "--set", "certs.secretName=x"),
          "certs.caBundle is required with certs.mode=secret"),
         (("--set", "certs.caBundle=abc"), "certs.caBundle is only used with certs.mode=secret"),
+        (("--set", "webhooks.mutate.templates=true", "--set", "webhooks.matchConditions=false"),
+         "webhooks.mutate.templates needs matchConditions"),
+        (("--set", "webhooks.mutate.templates=true", "--kube-version", "1.27.0"),
+         "webhooks.mutate.templates needs matchConditions"),
     ],
 )
 def test_bad_values_fail_helm_template(args: tuple[str, ...], message: str) -> None:

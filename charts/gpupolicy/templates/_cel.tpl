@@ -52,4 +52,11 @@ has({{ $next }}) && ({{ include "gpupolicy.cel.walk" (dict "expr" $next "path" $
 matchConditions:
   - name: gpu-related
     expression: {{ join " || " $terms | quote }}
+  {{- if .notControlled }}
+  # A ReplicaSet made by a Deployment (or an Argo Rollout) must keep its owner's template: the
+  # owner finds it by comparing templates, and a mutated copy would make it create another.
+  # Owned objects are left alone; their pods are mutated when they are created.
+  - name: not-controlled
+    expression: "!has(object.metadata) || !has(object.metadata.ownerReferences) || !object.metadata.ownerReferences.exists(o, has(o.controller) && o.controller == true)"
+  {{- end }}
 {{- end -}}
