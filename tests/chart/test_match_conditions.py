@@ -36,10 +36,14 @@ def _hook_for(obj: dict[str, Any], values: str = "default") -> dict[str, Any]:
                 if group in r["apiGroups"] and resource in r["resources"])
 
 
-def evaluate(expression: str, obj: dict[str, Any]) -> bool:
+def evaluate(expression: str, obj: dict[str, Any], *, operation: str = "CREATE",
+             old: dict[str, Any] | None = None) -> bool:
     if expression not in _PROGRAMS:
         _PROGRAMS[expression] = _ENV.program(_ENV.compile(expression))
-    result = _PROGRAMS[expression].evaluate({"object": json_to_cel(obj)})
+    result = _PROGRAMS[expression].evaluate({
+        "object": json_to_cel(obj), "oldObject": json_to_cel(old),
+        "request": json_to_cel({"operation": operation}),
+    })
     if isinstance(result, CELEvalError):
         raise AssertionError(f"CEL error on {obj['kind']}: {result}")
     return bool(result)
@@ -217,3 +221,29 @@ def test_template_mutation_skips_controller_owned_objects(obj: dict[str, Any], s
     hook = hooks["apps.workloads.mutate.gpupolicy.io"]
     assert [c["name"] for c in hook["matchConditions"]] == ["gpu-related", "not-controlled"]
     assert all(evaluate(c["expression"], obj) for c in hook["matchConditions"]) is sent
+
+
+_GPU_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": _pod_spec(GPU)}
+_RELABELLED = {**_GPU_POD, "metadata": {"name": "p", "labels": {"a": "b"}, "finalizers": []}}
+_NEW_IMAGE = {**_GPU_POD, "spec": _pod_spec({**GPU, "image": "cuda:2"})}
+
+
+@pytest.mark.parametrize(
+    ("operation", "obj", "old", "sent"),
+    [
+        ("CREATE", _GPU_POD, None, True),
+        ("UPDATE", _RELABELLED, _GPU_POD, False),  # finalizer/label changes never wait on it
+        ("UPDATE", _NEW_IMAGE, _GPU_POD, True),
+        ("UPDATE", {"apiVersion": "v1", "kind": "Pod", "metadata": {}}, _GPU_POD, False),
+    ],
+    ids=["create", "metadata only", "spec changed", "no spec"],
+)
+def test_validation_skips_updates_that_leave_the_spec_alone(
+    operation: str, obj: dict[str, Any], old: dict[str, Any] | None, sent: bool,
+) -> None:
+    hook = _hook_for(_GPU_POD)
+    assert [c["name"] for c in hook["matchConditions"]] == ["gpu-related", "spec-changed"]
+    results = [evaluate(c["expression"], obj, operation=operation, old=old)
+               for c in hook["matchConditions"]]
+    assert all(results) is sent

@@ -165,10 +165,11 @@ def test_object_selector_from_values() -> None:
     ],
 )
 def test_match_conditions_switch(values: str, extra: tuple[str, ...], present: bool) -> None:
-    for _, hook in _all_hooks_with(values, extra):
+    for kind, hook in _all_hooks_with(values, extra):
         assert ("matchConditions" in hook) is present
         if present:
-            assert [c["name"] for c in hook["matchConditions"]] == ["gpu-related"]
+            expected = ["gpu-related"] if kind == MUTATING else ["gpu-related", "spec-changed"]
+            assert [c["name"] for c in hook["matchConditions"]] == expected
 
 
 def _all_hooks_with(values: str, extra: tuple[str, ...]) -> list[tuple[str, dict[str, Any]]]:

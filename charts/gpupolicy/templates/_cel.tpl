@@ -52,6 +52,12 @@ has({{ $next }}) && ({{ include "gpupolicy.cel.walk" (dict "expr" $next "path" $
 matchConditions:
   - name: gpu-related
     expression: {{ join " || " $terms | quote }}
+  {{- if .specChanged }}
+  # An UPDATE that leaves the spec alone (labels, annotations, finalizers: e.g. the Job
+  # controller releasing its pods) has nothing to re-check and must not wait on the webhook.
+  - name: spec-changed
+    expression: "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"
+  {{- end }}
   {{- if .notControlled }}
   # A ReplicaSet made by a Deployment (or an Argo Rollout) must keep its owner's template: the
   # owner finds it by comparing templates, and a mutated copy would make it create another.

@@ -20,7 +20,7 @@ webhook configurations to webhooks, so this always works.
       operations: {{ toJson .operations }}
       scope: Namespaced
   {{- if .matchConditions }}
-  {{- include "gpupolicy.matchConditions" (dict "root" .root "paths" .kind.podSpecPaths "notControlled" (eq .verb "mutate")) | nindent 2 }}
+  {{- include "gpupolicy.matchConditions" (dict "root" .root "paths" .kind.podSpecPaths "notControlled" (eq .verb "mutate") "specChanged" (eq .verb "validate")) | nindent 2 }}
   {{- end }}
 {{- end }}
 {{- define "gpupolicy.webhookCommon" -}}
@@ -97,7 +97,7 @@ webhooks:
         operations: ["CREATE", "UPDATE"]
         scope: Namespaced
     {{- if $mc }}
-    {{- include "gpupolicy.matchConditions" (dict "root" . "paths" $podPaths) | nindent 4 }}
+    {{- include "gpupolicy.matchConditions" (dict "root" . "paths" $podPaths "specChanged" true) | nindent 4 }}
     {{- end }}
   {{- if .Values.webhooks.validate.workloads }}
   {{- range .Values.webhooks.workloadKinds }}
