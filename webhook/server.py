@@ -100,19 +100,26 @@ def create_app(state: State, *, max_body: int = DEFAULT_MAX_BODY) -> Flask:
 
 
 def _read_body(limit: int) -> bytes | None:
-    """The body, or None when it is over `limit`. An oversized body is still read (and thrown
-    away, up to a bound) so that the client, still sending, gets the 400 and not a reset."""
-    if (request.content_length or 0) <= limit:
-        body = request.stream.read(limit + 1)
-        if len(body) <= limit:
-            return body
+    """The body, or None when it is over `limit`. Read in chunks: asking the WSGI stream for
+    `limit` bytes at once would allocate that much per request. An oversized body is still
+    read (and thrown away, up to a bound) so the client, still sending, gets its 400."""
+    length = request.content_length
+    chunks: list[bytes] = []
+    size = 0
     budget = 8 * limit
-    while budget > 0:
-        chunk = request.stream.read(min(65536, budget))
+    while size <= budget:
+        want = 65536 if length is None else min(65536, length - size)
+        if want <= 0:
+            break
+        chunk = request.stream.read(want)
         if not chunk:
             break
-        budget -= len(chunk)
-    return None
+        size += len(chunk)
+        if size <= limit:
+            chunks.append(chunk)
+        elif chunks:
+            chunks.clear()  # over the limit: keep reading, stop keeping
+    return b"".join(chunks) if size <= limit else None
 
 
 def _outcome(response: dict[str, Any]) -> str:
