@@ -8,6 +8,7 @@ Standard library only, so the linter's start-up stays fast.
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -15,7 +16,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
-from xml.sax.saxutils import escape, quoteattr
 
 Severity = Literal["error", "warning", "info"]
 FORMATS = ("text", "json", "sarif", "junit", "github")
@@ -267,6 +267,20 @@ def format_junit(findings: Sequence[ReportFinding], *, files: Sequence[str] = ()
         out.append("  </testsuite>")
     out.append("</testsuites>")
     return "\n".join(out) + "\n"
+
+
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def escape(text: str) -> str:
+    """XML text; characters XML 1.0 cannot hold at all become U+FFFD."""
+    return html.escape(_NOT_XML.sub("\ufffd", text), quote=False)
+
+
+def quoteattr(text: str) -> str:
+    """A double-quoted XML attribute value; white space survives attribute normalisation."""
+    text = escape(text).replace('"', "&quot;")
+    return '"' + text.replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#9;") + '"'
 
 
 def _plain(f: ReportFinding) -> str:

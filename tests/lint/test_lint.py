@@ -234,3 +234,11 @@ def test_pre_commit_hooks_run(tmp_path: Path) -> None:
         assert hook["language"] == "python" and hook["entry"].startswith("gpupolicy ")
         argv = hook["entry"].split()[1:] + files.get(hook["id"], [str(tmp_path / "m")])
         assert gpupolicy(*argv).code in (0, 1), hook["id"]
+
+
+def test_junit_survives_characters_xml_cannot_hold() -> None:
+    finding = ReportFinding("r", "error", "bad \x1b[31m <&> \"q\" 'a'\n\tb", file="f.yaml",
+                            line=1)
+    root = ET.fromstring(render("junit", [finding], files=["f.yaml"]))
+    failure = next(root.iter("failure"))
+    assert failure.get("message") == "bad \ufffd[31m <&> \"q\" 'a'\n\tb"
