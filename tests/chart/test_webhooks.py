@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
 from policies.workloads import WORKLOAD_KINDS
-from tests.chart.helm import CI_VALUES, one, render, webhooks
+from tests.chart.helm import CHART, CI_VALUES, one, render, webhooks
 
 MUTATING = "MutatingWebhookConfiguration"
 VALIDATING = "ValidatingWebhookConfiguration"
@@ -122,16 +123,19 @@ def _dot(location: tuple[str, ...]) -> str:
 
 @pytest.mark.parametrize("kind", sorted(KIND_RESOURCES))
 def test_match_condition_paths_follow_the_engine_table(kind: str) -> None:
-    """Each kind's webhook looks for GPUs where policies/workloads.py says its pods live."""
-    hooks = webhooks(render(), VALIDATING)
+    """Each kind's webhook looks for GPUs exactly where policies/workloads.py says its pods live
+    (values.webhooks.workloadKinds mirrors the engine's table)."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
     group, resource = KIND_RESOURCES[kind]
-    hook = next(h for h in hooks.values() for r in h["rules"]
-                if group in r["apiGroups"] and resource in r["resources"])
-    expression = hook["matchConditions"][0]["expression"]
+    entry = next(e for e in values["webhooks"]["workloadKinds"]
+                 if group in e["apiGroups"] and resource in e["resources"])
     for location in WORKLOAD_KINDS[kind]:
-        dotted = _dot(location)
-        first = dotted.split(".*")[0].split("[]")[0]
-        assert f"has(object.{first})" in expression, (kind, dotted)
+        assert _dot(location) in entry["podSpecPaths"], (kind, location)
+    hook = webhooks(render(), VALIDATING)[f"{entry['name']}.workloads.validate.gpupolicy.io"]
+    expression = hook["matchConditions"][0]["expression"]
+    for path in entry["podSpecPaths"]:
+        first = path.split(".*")[0].split("[]")[0]
+        assert f"has(object.{first})" in expression, (kind, path)
 
 
 @pytest.mark.parametrize(
