@@ -226,6 +226,9 @@ def _sarif_result(f: ReportFinding, rule_index: int) -> dict[str, Any]:
     return result
 
 
+sarif_result = _sarif_result  # public name: the audit streams SARIF results one at a time
+
+
 def _artifact(file: str) -> dict[str, str]:
     path = Path(file)
     if path.is_absolute():
