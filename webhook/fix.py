@@ -51,14 +51,21 @@ def apply_edits(
             continue
         if fixed == original:
             continue
-        changed += 1
         if write:
-            Path(name).write_text(fixed, encoding="utf-8", newline="")
+            try:
+                Path(name).write_text(fixed, encoding="utf-8", newline="")
+            except OSError as exc:
+                stderr.write(f"gpupolicy lint: {name}: not fixed: cannot write: "
+                             f"{exc.strerror or exc}\n")
+                continue
         else:
-            stdout.writelines(difflib.unified_diff(
+            for line in difflib.unified_diff(
                 original.splitlines(keepends=True), fixed.splitlines(keepends=True),
                 fromfile=_diff_name("a", name), tofile=_diff_name("b", name),
-            ))
+            ):
+                ended = line.endswith("\n")
+                stdout.write(line if ended else line + "\n\\ No newline at end of file\n")
+        changed += 1
     if write and changed:
         stderr.write(f"gpupolicy lint: fixed {changed} file{'s' * (changed != 1)}\n")
     return changed

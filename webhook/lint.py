@@ -48,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fix.add_argument("--fix", action="store_true",
                      help="write the mutations into the files, keeping comments and layout")
     fix.add_argument("--fix-dry-run", action="store_true",
-                     help="print the --fix changes as a unified diff, change nothing")
+                     help="print the --fix changes as a unified diff on stdout (the report "
+                          "goes to stderr), change nothing")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     parser.add_argument("--stdin-filename", metavar="NAME", default="<stdin>",
                         help="file name to report for standard input")
@@ -125,6 +126,8 @@ def emit(args: argparse.Namespace, result: Result, stdout: TextIO, stderr: TextI
         except OSError as exc:
             stderr.write(f"gpupolicy lint: {args.output}: cannot write: {exc.strerror or exc}\n")
             return 2
+    elif args.fix_dry_run:  # stdout carries the diff alone, ready for `git apply`
+        stderr.write(text)
     else:
         stdout.write(text)
     return 1 if any(f.severity == "error" for f in result.findings) else 0

@@ -176,3 +176,17 @@ def test_a_file_named_twice_is_fixed_once(tmp_path: Path) -> None:
                     f"{tmp_path}/../{tmp_path.name}/pod.yaml")
     assert run.code == 0, run.err
     assert path.read_text() == GPU_POD_FIXED
+
+
+def test_dry_run_diff_applies_with_git_apply(tmp_path: Path) -> None:
+    """The diff is a real unified diff (a missing final newline marked): `git apply` takes it."""
+    import subprocess
+
+    path = tmp_path / "pod.yaml"
+    path.write_text(GPU_POD.rstrip("\n"))
+    run = gpupolicy("lint", "--policies", str(POLICIES), "--fix-dry-run", "pod.yaml",
+                    cwd=tmp_path)
+    assert "\\ No newline at end of file\n" in run.out
+    assert "0 problems" in run.err  # the report goes to stderr, stdout is the diff alone
+    subprocess.run(["git", "apply"], input=run.out.encode(), cwd=tmp_path, check=True)
+    assert path.read_text() == GPU_POD_FIXED
