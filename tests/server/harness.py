@@ -148,6 +148,9 @@ def make_request(obj: Any, *, namespace: str | None = "default", operation: str 
                  uid: str = "0000-test", subresource: str = "", dry_run: bool = False,
                  old: Any = None, kind: str | None = None) -> dict[str, Any]:
     kind = kind or (obj.get("kind") if isinstance(obj, dict) else None) or "Pod"
+    if namespace and isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
+        # The apiserver fills the object's namespace from the request path.
+        obj = {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
     api_version = (obj.get("apiVersion") if isinstance(obj, dict) else None) or "v1"
     group, _, version = api_version.rpartition("/")
     req: dict[str, Any] = {
