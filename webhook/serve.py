@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.glogging import Logger as GunicornLogger
 
 from webhook import sources
 
@@ -112,6 +113,10 @@ def _log_event(msg: str, level: int = 20, **fields: Any) -> None:
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    for name in ("workers", "threads", "max_body_bytes", "port"):
+        if getattr(args, name) < 1:
+            stderr.write(f"gpupolicy serve: --{name.replace('_', '-')} must be at least 1\n")
+            return 2
     if bool(args.tls_cert) != bool(args.tls_key):
         stderr.write("gpupolicy serve: give both --tls-cert and --tls-key, or neither\n")
         return 2
@@ -228,6 +233,17 @@ def _load_app(args: argparse.Namespace) -> Any:
     return create_app(state, max_body=args.max_body_bytes)
 
 
+class _JSONLogger(GunicornLogger):  # type: ignore[misc]
+    """gunicorn's own lines (start, workers, signals) as JSON too, like every other line."""
+
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)
+        from webhook.logs import JSONFormatter
+
+        for handler in self.error_log.handlers:
+            handler.setFormatter(JSONFormatter())
+
+
 def _child_exit(_server: Any, worker: Any) -> None:
     from webhook import metrics
 
@@ -253,6 +269,7 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
             "keyfile": self.tls.key,
             "ssl_context": lambda _conf, _factory: self.tls.context(),
             "child_exit": _child_exit,
+            "logger_class": _JSONLogger,
             "accesslog": None,  # one JSON line per admission instead (webhook/logs.py)
             "errorlog": "-",
             "loglevel": a.log_level,
