@@ -27,7 +27,7 @@ from prometheus_client import Counter, Gauge
 from policies.inventory import Inventory
 from policies.loading import PolicyLoadError, parse_policies
 from policies.model import API_VERSION, KIND, GPUPolicy
-from webhook.cluster import WatchCache, WatchSettings, api_client, in_cluster
+from webhook.cluster import ClusterError, WatchCache, WatchSettings, api_client, in_cluster
 
 log = logging.getLogger("gpupolicy.cluster")
 
@@ -261,3 +261,32 @@ def from_args(args: argparse.Namespace, state: Any,
                              settings=settings)
     state.expected = frozenset(state.expected) | {"namespaces", "inventory"}
     return sources
+
+
+def check(args: argparse.Namespace) -> list[str]:
+    """For `serve` before it forks: unusable cluster credentials, as problem lines."""
+    if not wanted(args):
+        return []
+    try:
+        api_client(getattr(args, "kubeconfig", None))
+    except ClusterError as exc:
+        return [str(exc)]
+    return []
+
+
+def attach(args: argparse.Namespace, state: Any, files: Any,
+           settings: WatchSettings | None = None) -> ClusterSources | None:
+    """`serve`'s hook, called once per worker: with `--kubeconfig` or in a pod, start the
+    cluster caches and let the FileSources feed its policies through them (to be merged with
+    the GPUPolicy resources). Namespaces and nodes then come from the cluster only, so
+    `--namespaces`/`--inventory` files stop being watched. Returns None outside a cluster."""
+    cluster = from_args(args, state, settings)
+    if cluster is None:
+        return None
+    files.state = cluster.file_state
+    ignored = [w.name for w in files.watched if w.name in ("namespaces", "inventory")]
+    files.watched = [w for w in files.watched if w.name not in ("namespaces", "inventory")]
+    if ignored:
+        log.warning("cluster mode: %s come from the API server; the files given are ignored",
+                    " and ".join(ignored))
+    return cluster.start()

@@ -246,3 +246,39 @@ def _file_policy(name: str) -> Any:
         f"apiVersion: gpupolicy.io/v1alpha1\nkind: GPUPolicy\nmetadata: {{name: {name}}}\n"
         "spec: {mode: Audit}\n", "file.yaml")
     return policy
+
+
+def test_serve_hook_merges_file_policies_and_watches_the_cluster(api_server, kubeconfig,
+                                                                  tmp_path):
+    import argparse
+
+    from webhook.cluster_sources import attach, check
+    from webhook.state import FileSources
+
+    policy_dir = tmp_path / "policies"
+    policy_dir.mkdir()
+    (policy_dir / "p.yaml").write_text(
+        "apiVersion: gpupolicy.io/v1alpha1\nkind: GPUPolicy\nmetadata: {name: from-file}\n"
+        "spec: {mode: Audit}\n", encoding="utf-8")
+    api_server.add(namespace("team-a", tier="gpu"))
+    api_server.add(node("gpu-1"))
+    api_server.add(gpupolicy("from-cluster", **GOOD))
+    args = argparse.Namespace(kubeconfig=kubeconfig)
+    assert check(args) == []
+    assert "cannot load cluster credentials" in check(
+        argparse.Namespace(kubeconfig=str(tmp_path / "missing")))[0]
+    state = State(sources.load_catalog(), expect=["policies"])
+    files = FileSources(state, policies=str(policy_dir), inventory=str(tmp_path / "ignored"))
+    cluster = attach(args, state, files, settings=FAST)
+    assert cluster is not None
+    try:
+        files.load_all()
+        wait_for(lambda: state.ready)
+        assert state.expected == {"policies", "namespaces", "inventory"}
+        assert sorted(p.name for p in state.context.policies) == ["from-cluster", "from-file"]
+        assert state.context.namespace_labels("team-a")["tier"] == "gpu"
+        api_server.delete(gpupolicy("from-cluster"))
+        wait_for(lambda: [p.name for p in state.context.policies] == ["from-file"])
+    finally:
+        cluster.stop()
+    assert attach(argparse.Namespace(kubeconfig=None), state, files) is None
