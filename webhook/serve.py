@@ -31,6 +31,9 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # read by prometheus_client when fir
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sources.add_source_arguments(parser)
+    parser.add_argument("--kubeconfig", metavar="FILE",
+                        help="watch Namespaces, Nodes and GPUPolicies of this cluster "
+                             "(in a pod the in-cluster config is used without it)")
     parser.add_argument("--host", default="0.0.0.0", help="address to bind (default: 0.0.0.0)")
     parser.add_argument("--port", type=int, default=8443, help="port (default: 8443)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (default: 2)")
@@ -132,7 +135,9 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         return 2
     if args.app == "webhook":
         # Check the inputs once before forking; the workers load (and count) for themselves.
-        problems = _build(args, record=False)[1].load_all()
+        from webhook import cluster_sources  # after _multiproc_dir: it makes metrics
+
+        problems = _build(args, record=False)[1].load_all() + cluster_sources.check(args)
         if problems:
             for line in problems:
                 stderr.write(f"gpupolicy serve: {line}\n")
@@ -228,6 +233,9 @@ def _load_app(args: argparse.Namespace) -> Any:
     from webhook.server import create_app
 
     state, files = _build(args)
+    from webhook import cluster_sources
+
+    cluster_sources.attach(args, state, files)  # None outside a cluster / without --kubeconfig
     files.load_all()
     files.start(args.reload_interval)
     return create_app(state, max_body=args.max_body_bytes)
