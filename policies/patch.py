@@ -22,6 +22,8 @@ class Patch:
         self.original = original
         self.ops: list[dict[str, Any]] = []
         self._doc: Any = _MISSING
+        # Containers of the patched copy that are ours to change; everything else is shared
+        # with the original, which is never changed (copy on write).
         self._own: set[int] = set()
 
     @property
@@ -39,52 +41,55 @@ class Patch:
 
     def set(self, path: FieldPath, value: Any) -> None:
         """Set a map member, adding the missing maps above it as one nested value."""
-        node = self.doc
-        for depth, part in enumerate(path[:-1]):
-            child = _child(node, part)
-            if child is None:  # absent or null: add it, with everything below, in one op
-                if not isinstance(node, dict):
-                    break
-                self._add(path[: depth + 1], _nest(path[depth + 1 :], value))
+        parent = self._root()
+        for depth in range(len(path) - 1):
+            part = path[depth]
+            child = _child(parent, part)
+            if child is None and isinstance(parent, dict):
+                # Absent or null: add it, with everything below it, in one op.
+                self._emit(path[: depth + 1], _nest(path[depth + 1 :], value), parent, part)
                 return
-            node = child
-        if not isinstance(node, dict):
+            if not isinstance(child, dict | list):
+                break
+            parent = self._owned(parent, part, child)
+        if not isinstance(parent, dict):
             raise PatchConflict(f"cannot set {to_pointer(path)}: its parent is not an object")
-        self._add(path, value)
+        self._emit(path, value, parent, path[-1])
 
     def append(self, path: FieldPath, item: Any) -> None:
         """Append to a list, adding the list (and missing maps above it) when absent."""
-        current = self.get(path)
-        if isinstance(current, list):
-            self._write("add", (*path, "-"), item)
-        else:
+        if not isinstance(self.get(path), list):
             self.set(path, [item])
+            return
+        node = self._root()
+        for part in path:
+            node = self._owned(node, part, node[part])
+        self._emit((*path, "-"), item, node, "-")
 
-    def _add(self, path: FieldPath, value: Any) -> None:
-        self._write("add", path, value)
-
-    def _write(self, op: str, path: FieldPath, value: Any) -> None:
-        fresh = clone(value)  # callers may pass shared data (cached policy dumps)
-        self.ops.append({"op": op, "path": to_pointer(path), "value": fresh})
-        # Copy on write: only the containers on the path are copied, the rest is shared
-        # with the original, which is never changed.
+    def _root(self) -> Any:
         if self._doc is _MISSING:
             self._doc = _shallow(self.original)
-            self._own = {id(self._doc)}
-        parent = self._doc
-        for part in path[:-1]:
-            child = parent[part]
-            if id(child) not in self._own:
-                child = _shallow(child)
-                parent[part] = child
-                self._own.add(id(child))
-            parent = child
-        # The op and the document share the value: it is not marked as ours, so a later op
-        # that writes inside it copies it first and the op keeps what it said.
-        if path[-1] == "-":
+            self._own.add(id(self._doc))
+        return self._doc
+
+    def _owned(self, parent: Any, part: str | int, child: Any) -> Any:
+        if id(child) in self._own:
+            return child
+        child = _shallow(child)
+        parent[part] = child
+        self._own.add(id(child))
+        return child
+
+    def _emit(self, path: FieldPath, value: Any, parent: Any, key: str | int) -> None:
+        # One copy, shared by the op and the document: callers may pass shared data (cached
+        # policy dumps), and since it is not marked as ours, a later op that writes inside it
+        # copies it first, so the op keeps what it said.
+        fresh = clone(value)
+        self.ops.append({"op": "add", "path": to_pointer(path), "value": fresh})
+        if key == "-":
             parent.append(fresh)
         else:
-            parent[path[-1]] = fresh
+            parent[key] = fresh
 
 
 def _shallow(value: Any) -> Any:

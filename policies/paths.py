@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 FieldPath = tuple[str | int, ...]
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+@lru_cache(maxsize=8192)
 def to_pointer(path: FieldPath) -> str:
     """RFC 6901 JSON pointer; `~` is escaped before `/` (the order matters)."""
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
