@@ -1,0 +1,59 @@
+"""A real `gpupolicy serve --kubeconfig` (gunicorn, TLS) fed by the fake API server."""
+
+from __future__ import annotations
+
+import re
+
+from tests.cluster.conftest import gpupolicy, namespace, node, wait_for
+from tests.cluster.fakeapi import FakeAPIServer
+from tests.server import harness
+from webhook import certs
+
+
+def _pod(gpus: int) -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "cuda",
+                                     "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}
+
+
+def _stale(server: harness.Server, resource: str) -> float:
+    text = server.request("GET", "/metrics").body.decode()
+    match = re.search(
+        rf'gpupolicy_cluster_cache_stale_seconds\{{resource="{resource}"\}} ([0-9.e+]+)', text)
+    return float(match.group(1)) if match else -1.0
+
+
+def test_serve_waits_for_the_cluster_then_judges_with_its_policies(tmp_path):
+    port = harness.free_port()
+    api = FakeAPIServer(port=port)  # not started yet: the API server is down at first
+    config = api.kubeconfig(str(tmp_path / "kubeconfig"))
+    api.add(namespace("team-a", tier="gpu"))
+    api.add(node("gpu-1", gpus=8))
+    api.add(gpupolicy("max-two", namespaces=["team-a"], rules={"maxGPUsPerPod": 2}))
+    tls = tmp_path / "tls"
+    certs.write_bundle(certs.build_serving_cert("gpupolicy", "gpupolicy", certs.build_ca()), tls)
+    server = harness.start(["--kubeconfig", config, "--workers", "1",
+                            "--tls-cert", str(tls / "tls.crt"), "--tls-key", str(tls / "tls.key")],
+                           tmp_path, ca=tls / "ca.crt")
+    try:
+        ready = server.request("GET", "/readyz")
+        assert ready.status == 503
+        assert {"namespaces", "inventory"} <= set(ready.json["waiting_for"])
+        api.start()
+        wait_for(lambda: server.request("GET", "/readyz").status == 200, timeout=30)
+        assert "max-two" in server.request("GET", "/readyz").json["policies"]
+
+        denied = server.post("/validate", harness.envelope(harness.make_request(_pod(4), namespace="team-a")))
+        assert denied.json["response"]["allowed"] is False
+        assert "gpu-max-per-pod" in denied.json["response"]["status"]["message"]
+        allowed = server.post("/validate", harness.envelope(harness.make_request(_pod(4), namespace="team-b")))
+        assert allowed.json["response"]["allowed"] is True
+
+        api.stop()  # the last good state keeps serving, and says how stale it is
+        wait_for(lambda: _stale(server, "nodes") >= 1.0, timeout=30)
+        assert server.request("GET", "/readyz").status == 200
+        again = server.post("/validate", harness.envelope(harness.make_request(_pod(4), namespace="team-a")))
+        assert again.json["response"]["allowed"] is False
+    finally:
+        server.stop()
+        api.stop()
