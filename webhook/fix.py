@@ -237,18 +237,36 @@ def merge(original: str, base: str, new: str) -> str | None:
         if any(r is None for r in replaced) or replaced != list(range(start, start + i2 - i1)):
             return None
         out.extend(orig[cursor:start])
-        shift = _indent_shift(base_lines, orig, to_orig, i1, new_lines[j1:j2])
-        out.extend(_reindent(line, shift) for line in new_lines[j1:j2])
+        for block in _blocks(new_lines[j1:j2]):
+            shift = _indent_shift(base_lines, orig, to_orig, i1, block)
+            out.extend(_reindent(line, shift) for line in block)
         cursor = start + (i2 - i1)
     out.extend(orig[cursor:])
     return "".join(out)
+
+
+def _blocks(lines: list[str]) -> list[list[str]]:
+    """Inserted lines split where one ends at a shallower level than it began (a value added
+    to a mapping, then a new key of its parent), so each part is indented by its siblings."""
+    blocks: list[list[str]] = []
+    level = -1
+    for line in lines:
+        column = _indent_of(line)
+        if not blocks or (line.strip() and not line.lstrip().startswith("#") and column < level):
+            blocks.append([])
+            level = column
+        blocks[-1].append(line)
+    return blocks
 
 
 def _line_map(base: list[str], orig: list[str]) -> dict[int, int]:
     """base line -> original line, for lines that are the same or only re-formatted one for
     one (same number of lines in a changed block)."""
     mapping: dict[int, int] = {}
-    for tag, i1, i2, j1, j2 in SequenceMatcher(None, base, orig, autojunk=False).get_opcodes():
+    # Compared without indentation: a re-indented block still lines up one for one.
+    plain_base, plain_orig = [line.strip() for line in base], [line.strip() for line in orig]
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, plain_base, plain_orig,
+                                               autojunk=False).get_opcodes():
         if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
             mapping.update({i1 + k: j1 + k for k in range(i2 - i1)})
     return mapping
@@ -258,23 +276,36 @@ def _indent_of(line: str) -> int:
     return len(line) - len(line.lstrip(" "))
 
 
+def _shape(line: str) -> tuple[bool, int, int]:
+    """(is a sequence item, column of its dash or key, column of the key it holds)."""
+    indent = _indent_of(line)
+    rest = line[indent:]
+    if rest.startswith("- ") or rest.rstrip() == "-":
+        after = rest[1:]
+        return True, indent, indent + 1 + len(after) - len(after.lstrip(" "))
+    return False, indent, indent
+
+
 def _indent_shift(
     base: list[str], orig: list[str], to_orig: dict[int, int], at: int, inserted: list[str]
 ) -> int:
-    """How much further the original indents the block where lines are inserted: compare a
-    sibling line (same indent in base) or else the parent line in base and original."""
+    """How much further the original indents the block where lines are inserted, from a
+    sibling in base and its counterpart in the original: another item of the same sequence for
+    an inserted item, another key of the same mapping (maybe written after a dash) for a key."""
     if not inserted:
         return 0
-    level = _indent_of(inserted[0])
+    item, level, _ = _shape(inserted[0])
     for order in (range(at - 1, -1, -1), range(at, len(base))):
         for i in order:
             if not base[i].strip() or base[i].lstrip().startswith("#"):
                 continue
-            depth = _indent_of(base[i])
-            if depth < level:
-                break
-            if depth == level and i in to_orig:
-                return _indent_of(orig[to_orig[i]]) - depth
+            is_item, column, key = _shape(base[i])
+            if (key if not item else column) < level or (not is_item and column <= level and item):
+                break  # the parent: no sibling on this side
+            sibling = (is_item and column == level) if item else key == level
+            if sibling and i in to_orig:
+                other = _shape(orig[to_orig[i]])
+                return (other[1] if item else other[2]) - (column if item else key)
     return 0
 
 
