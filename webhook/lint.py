@@ -269,9 +269,14 @@ def mutation_finding(
     value = json.dumps(op.get("value"), separators=(",", ":"), default=str)
     if len(value) > 120:
         value = value[:117] + "..."
-    verb = {"add": "add", "replace": "set", "remove": "remove"}.get(str(op.get("op")), op.get("op"))
-    shown = to_display(tuple(p for p in path if p != "-")) or "/"
-    message = f"would {verb} {shown}" + ("" if op.get("op") == "remove" else f": {value}")
+    kind = str(op.get("op"))
+    verb = {"add": "add", "replace": "set", "remove": "remove"}.get(kind, kind)
+    if kind == "add" and path and path[-1] == "-":
+        verb, path = "append to", path[:-1]
+    elif kind == "add" and path and isinstance(path[-1], int):
+        verb = "insert"
+    shown = to_display(path) or "/"
+    message = f"would {verb} {shown}" + ("" if kind == "remove" else f": {value}")
     return ReportFinding(
         rule=MUTATION, severity="info", message=message, file=name, line=line, column=column,
         policy=policy, path=str(op.get("path", "")), object=label, document=doc.index,

@@ -51,8 +51,9 @@ class ReportFinding:
 
 
 def sort_key(finding: ReportFinding) -> tuple[Any, ...]:
-    return (finding.file or "", finding.line or 0, finding.column or 0,
-            _ORDER[finding.severity], finding.rule, finding.message)
+    """By place, then severity; findings at one place keep the order they were made in (the
+    engine's order, the patch's order), as the sort is stable."""
+    return (finding.file or "", finding.line or 0, finding.column or 0, _ORDER[finding.severity])
 
 
 def counts(findings: Iterable[ReportFinding]) -> dict[str, int]:
