@@ -40,7 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_source_arguments(parser)
     parser.add_argument("--namespace", "-n", metavar="NS",
                         help="namespace of documents that name none (default: default)")
-    parser.add_argument("--format", "-f", choices=report.FORMATS, default="text")
+    parser.epilog = ("Exit status: 0 when no finding is an error, 1 when one is, 2 for a usage "
+                     "error or a path that cannot be read.")
+    parser.add_argument("--format", "-f", choices=report.FORMATS, default="text",
+                        help="report format (default: text, grouped by file)")
     parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE")
     parser.add_argument("--show-mutations", action="store_true",
                         help="also report what the mutating webhook would add (severity info)")
@@ -50,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fix.add_argument("--fix-dry-run", action="store_true",
                      help="print the --fix changes as a unified diff on stdout (the report "
                           "goes to stderr), change nothing")
-    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="colour the text report (auto: on a terminal, unless NO_COLOR)")
     parser.add_argument("--stdin-filename", metavar="NAME", default="<stdin>",
                         help="file name to report for standard input")
     parser.add_argument("--verbose", "-v", action="store_true",
