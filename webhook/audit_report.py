@@ -74,18 +74,22 @@ def action(severity: str, mode: str) -> str:
     return "audit" if mode == "Audit" else "warn"
 
 
-def mutation_message(op: dict[str, Any]) -> str:
-    """Same words as `lint --show-mutations`."""
-    from policies.paths import to_display
-    from webhook.lint import pointer_path
+class _NoFile:
+    """A document without positions: a cluster object has no file."""
 
-    path = pointer_path(str(op.get("path", "")))
-    value = json.dumps(op.get("value"), separators=(",", ":"), default=str)
-    if len(value) > 120:
-        value = value[:117] + "..."
-    verb = {"add": "add", "replace": "set", "remove": "remove"}.get(str(op.get("op")), op.get("op"))
-    shown = to_display(tuple(p for p in path if p != "-")) or "/"
-    return f"would {verb} {shown}" + ("" if op.get("op") == "remove" else f": {value}")
+    index = None
+
+    @staticmethod
+    def position(_path: Any) -> tuple[None, None]:
+        return None, None
+
+
+def mutation_message(op: dict[str, Any]) -> str:
+    """The words `lint --show-mutations` uses, from lint itself so they never drift apart."""
+    from webhook.lint import mutation_finding
+
+    finding = mutation_finding(op, _NoFile(), (), name="", label="", policy=None)  # type: ignore[arg-type]
+    return finding.message
 
 
 @dataclass
