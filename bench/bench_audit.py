@@ -10,6 +10,7 @@ grow with the cluster (within 20%). Targets (issue 6): <= 20 s and <= 300 MB at 
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -92,6 +93,12 @@ def cluster(pods: int, deployments: int, node_count: int) -> list[dict[str, Any]
     ]
     node_list = nodes(node_count)
     objects += node_list
+    # a cluster policy with a cluster-level rule, so the shared-GPU count runs too
+    objects.append({"apiVersion": "gpupolicy.io/v1alpha1", "kind": "GPUPolicy",
+                    "metadata": {"name": "shared-gpus"},
+                    "spec": {"namespaces": ["team-*"], "mode": "Warn",
+                             "rules": {"shared": {"maxPodsPerGPU": 4,
+                                                  "maxMemoryGiBPerContainer": 16}}}})
     shared_nodes = [n["metadata"]["name"] for n in node_list
                     if n["metadata"]["name"].startswith("a10s")]
     for i in range(deployments):
@@ -123,7 +130,6 @@ def cluster(pods: int, deployments: int, node_count: int) -> list[dict[str, Any]
 def warm(server: FakeAPIServer, path: str) -> None:
     """List once, so the server has encoded every object before the clock starts (a real
     API server answers from its watch cache)."""
-    import json
     import urllib.request
 
     token = ""
@@ -156,10 +162,15 @@ def measure(pods: int, deployments: int, node_count: int) -> dict[str, float]:
                 raise RuntimeError(f"audit failed ({proc.returncode}): {proc.stderr}")
             peak_kb = int(proc.stderr.rsplit("VmHWM", 1)[1].split()[0])
             size = os.path.getsize(report)
+            with open(report, encoding="utf-8") as handle:
+                body = json.load(handle)
+            facts = {"refused": body["summary"]["refusedObjects"],
+                     "over": len(body["cluster"]["sharedGPUsOverLimit"]),
+                     "pending": body["cluster"]["pendingGPUPods"]["total"]}
     finally:
         server.stop()
     return {"pods": pods, "wall": wall, "rss_mb": peak_kb / 1024,
-            "pods_per_s": pods / wall, "report_mb": size / 1e6}
+            "pods_per_s": pods / wall, "report_mb": size / 1e6, **facts}
 
 
 def main() -> int:
@@ -169,7 +180,9 @@ def main() -> int:
         results.append(r)
         print(f"audit {pods:>6,} pods + {pods // 10:,} Deployments + 2,000 nodes: "
               f"{r['wall']:.2f} s wall, {r['pods_per_s']:,.0f} pods/s, "
-              f"peak RSS {r['rss_mb']:.0f} MB, report {r['report_mb']:.1f} MB", flush=True)
+              f"peak RSS {r['rss_mb']:.0f} MB, report {r['report_mb']:.1f} MB "
+              f"({r['refused']:,} objects refused, {r['pending']} pending GPU pods, "
+              f"{r['over']} shared GPUs over the limit)", flush=True)
     small, big = results
     growth = big["rss_mb"] / small["rss_mb"] - 1
     print(f"peak RSS 5,000 -> 20,000 pods: {growth:+.1%} (target within 20%)")

@@ -282,3 +282,14 @@ def test_serve_hook_merges_file_policies_and_watches_the_cluster(api_server, kub
     finally:
         cluster.stop()
     assert attach(argparse.Namespace(kubeconfig=None), state, files) is None
+
+
+def test_expired_continue_token_restarts_the_list_without_repeats(api_server, client):
+    api_server.add_all(namespace(f"ns-{i}") for i in range(7))
+    pages = list_all(k8s.CoreV1Api(client).list_namespace, limit=3)
+    first = next(pages)
+    api_server.add(namespace("ns-9"))
+    api_server.compact()  # the continue token now points before the compaction: 410
+    rest = [obj for page in pages for obj in page.items]
+    names = [o["metadata"]["name"] for o in [*first.items, *rest]]
+    assert names == [*(f"ns-{i}" for i in range(7)), "ns-9"]
