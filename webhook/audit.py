@@ -62,11 +62,15 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     except (ClusterError, sources.SourceError, PolicyLoadError) as exc:
         warn(str(exc))
         return 2
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as out:
-            write(args.format, collector, out)
-    else:
-        write(args.format, collector, stdout)
+    try:
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as out:
+                write(args.format, collector, out)
+        else:
+            write(args.format, collector, stdout)
+    except OSError as exc:
+        warn(f"cannot write the report: {exc}")
+        return 2
     return 1 if collector.refused_objects else 0
 
 

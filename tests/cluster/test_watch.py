@@ -293,3 +293,37 @@ def test_expired_continue_token_restarts_the_list_without_repeats(api_server, cl
     rest = [obj for page in pages for obj in page.items]
     names = [o["metadata"]["name"] for o in [*first.items, *rest]]
     assert names == [*(f"ns-{i}" for i in range(7)), "ns-9"]
+
+
+@pytest.mark.parametrize(
+    ("change", "publishes"),
+    [("heartbeat", False), ("label", True), ("taint", True), ("allocatable", True),
+     ("cordon", True)],
+)
+def test_node_cache_ignores_status_heartbeats(api_server, client, change, publishes):
+    from webhook.cluster_sources import node_facts
+
+    api_server.add(node("gpu-1"))
+    changes: list[int] = []
+    cache = WatchCache("nodes", k8s.CoreV1Api(client).list_node, project=node_facts,
+                       on_change=lambda: changes.append(1), settings=FAST).start()
+    try:
+        assert cache.listed.wait(5)
+        before = len(changes)
+        updated = node("gpu-1")
+        if change == "heartbeat":
+            updated["status"]["conditions"] = [{"type": "Ready", "status": "True",
+                                                "lastHeartbeatTime": "2026-12-01T00:00:00Z"}]
+        elif change == "label":
+            updated["metadata"]["labels"]["pool"] = "b"
+        elif change == "taint":
+            updated["spec"]["taints"] = []
+        elif change == "allocatable":
+            updated["status"]["allocatable"]["nvidia.com/gpu"] = "4"
+        else:
+            updated["spec"]["unschedulable"] = True
+        api_server.modify(updated)
+        wait_for(lambda: cache.resource_version == str(api_server.rv))
+        assert (len(changes) > before) is publishes
+    finally:
+        cache.stop()
