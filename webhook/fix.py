@@ -10,10 +10,9 @@ again and must equal the object the engine produced, or the file is left alone.
 
 from __future__ import annotations
 
-import difflib
 import io
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any, TextIO
@@ -59,16 +58,58 @@ def apply_edits(
                              f"{exc.strerror or exc}\n")
                 continue
         else:
-            for line in difflib.unified_diff(
-                original.splitlines(keepends=True), fixed.splitlines(keepends=True),
-                fromfile=_diff_name("a", name), tofile=_diff_name("b", name),
-            ):
+            stdout.write(f"--- {_diff_name('a', name)}\n+++ {_diff_name('b', name)}\n")
+            for line in diff_hunks(original, fixed):
                 ended = line.endswith("\n")
                 stdout.write(line if ended else line + "\n\\ No newline at end of file\n")
         changed += 1
     if write and changed:
         stderr.write(f"gpupolicy lint: fixed {changed} file{'s' * (changed != 1)}\n")
     return changed
+
+
+def diff_hunks(original: str, fixed: str) -> Iterator[str]:
+    """Unified-diff hunks (3 lines of context) of original -> fixed. Lines are matched document
+    by document, since one match over a long stream is quadratic in its repeated lines; the
+    hunks are then cut from the whole file, so context runs across document boundaries."""
+    old, new = original.splitlines(keepends=True), fixed.splitlines(keepends=True)
+    try:
+        pairs = list(zip(document_slices(original, len(old)), document_slices(fixed, len(new)),
+                         strict=True))
+    except (FixError, ValueError):
+        pairs = [((0, 0, len(old)), (0, 0, len(new)))]
+    opcodes: list[tuple[str, int, int, int, int]] = []
+    for (a0, _, a1), (b0, _, b1) in pairs:
+        local: Sequence[tuple[str, int, int, int, int]]
+        if old[a0:a1] == new[b0:b1]:
+            local = [("equal", 0, a1 - a0, 0, b1 - b0)]
+        else:
+            local = SequenceMatcher(None, old[a0:a1], new[b0:b1], autojunk=False).get_opcodes()
+        for tag, i1, i2, j1, j2 in local:
+            if tag == "equal" and opcodes and opcodes[-1][0] == "equal":
+                _, p1, _, q1, _ = opcodes.pop()
+                opcodes.append(("equal", p1, i2 + a0, q1, j2 + b0))
+            else:
+                opcodes.append((tag, i1 + a0, i2 + a0, j1 + b0, j2 + b0))
+    matcher: SequenceMatcher[str] = SequenceMatcher(None, [], [])
+    # get_grouped_opcodes() groups these instead of matching anew (difflib caches `opcodes`).
+    matcher.opcodes = opcodes  # type: ignore[attr-defined]
+    for group in matcher.get_grouped_opcodes(3):
+        first, last = group[0], group[-1]
+        yield (f"@@ -{_range(first[1], last[2])} +{_range(first[3], last[4])} @@\n")
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                yield from (" " + line for line in old[i1:i2])
+                continue
+            yield from ("-" + line for line in old[i1:i2])
+            yield from ("+" + line for line in new[j1:j2])
+
+
+def _range(start: int, stop: int) -> str:
+    """A hunk range as unified diffs write it: 1-based start, length unless 1."""
+    length = stop - start
+    begin = start + 1 if length else start
+    return f"{begin}" if length == 1 else f"{begin},{length}"
 
 
 def _diff_name(side: str, name: str) -> str:
