@@ -133,7 +133,8 @@ class Collector:
                            action="mutate")
         if decision.denials:
             self.refused_objects += 1
-            if len(self.examples) < EXAMPLES:
+            # the first few of each source: pods (what runs) and templates (what will run)
+            if sum(e["source"] == ref.source for e in self.examples) < EXAMPLES // 2:
                 self.examples.append({"object": ref.label, "source": ref.source,
                                       "why": decision.denials[0].describe()})
 
@@ -296,9 +297,9 @@ def write_policyreport(c: Collector, out: TextIO) -> None:
 
 def write_table(c: Collector, out: TextIO) -> None:
     s = c.summary()
-    kinds = ", ".join(f"{n} {k}" for k, n in s["audited"].items()) or "nothing"
-    out.write(f"Audited {kinds} in {s['namespaces']} namespaces ({s['pods']} running pods, "
-              f"{s['templates']} templates) in {s['seconds']}s.\n")
+    kinds = ", ".join(f"{n:,} {k}" for k, n in s["audited"].items()) or "nothing"
+    out.write(f"Audited {kinds} in {s['namespaces']:,} namespaces ({s['pods']:,} running "
+              f"pods, {s['templates']:,} templates) in {s['seconds']}s.\n")
     if s["skippedOwned"]:
         owned = ", ".join(f"{n} {k}" for k, n in s["skippedOwned"].items())
         out.write(f"Skipped {owned} owned by a controller whose template is audited.\n")
@@ -320,15 +321,17 @@ def write_table(c: Collector, out: TextIO) -> None:
               f"{s['findings']['error']} errors, {s['findings']['warning']} warnings.\n")
     if c.examples:
         out.write(f"\nWould be refused (first {len(c.examples)}):\n")
-        for e in c.examples:
+        for e in sorted(c.examples, key=lambda e: e["source"]):
             out.write(f"  {e['object']} ({e['source']}): {e['why']}\n")
     over = c.cluster.get("sharedGPUsOverLimit") or []
     if over:
-        out.write("\nShared GPUs over maxPodsPerGPU:\n")
-        for o in over:
+        out.write(f"\nShared GPUs over maxPodsPerGPU: {len(over)}\n")
+        for o in over[:EXAMPLES]:
             out.write(f"  node {o['node']} {o['device']}: {o['pods']} pods > "
                       f"{o['maxPodsPerGPU']} (policy {o['policy']}): {', '.join(o['sample'])}"
                       f"{' ...' if o['pods'] > len(o['sample']) else ''}\n")
+        if len(over) > EXAMPLES:
+            out.write(f"  ... and {len(over) - EXAMPLES} more (--format json lists them all)\n")
     pending = c.cluster.get("pendingGPUPods") or {}
     if pending.get("total"):
         out.write(f"\nGPU pods Pending and unscheduled: {pending['total']}\n")

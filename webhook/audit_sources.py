@@ -65,7 +65,8 @@ _AUDITED = {("", "Pod")} | {(g, kind) for kind, _, _, _ in BUILT_IN for g in _BU
 def audited_kind(obj: dict[str, Any]) -> bool:
     """Whether a live audit would list this object: a file holds only what a cluster can."""
     group = str(obj.get("apiVersion", "")).rpartition("/")[0]
-    return (group, obj.get("kind")) in _AUDITED and bool(locations_for(obj))
+    kind = obj.get("kind")
+    return isinstance(kind, str) and (group, kind) in _AUDITED and bool(locations_for(obj))
 
 
 class Source(Protocol):
@@ -172,16 +173,28 @@ class FileSource:
         for path in paths:
             self.files.extend(sources.policy_files(Path(path)))  # raises SourceError
         self._special: dict[str, list[dict[str, Any]]] | None = None
+        self.unreadable: dict[str, str] = {}  # file -> why; the other files are still audited
+
+    def _objects(self, file: Path) -> list[dict[str, Any]]:
+        try:
+            return list(sources.read_objects(file))
+        except sources.SourceError as exc:
+            self.unreadable[str(file)] = str(exc).removeprefix(f"{file}: ")
+            return []
 
     def _scan(self) -> dict[str, list[dict[str, Any]]]:
         """Namespace, Node and GPUPolicy documents, found in a first pass."""
         if self._special is None:
             found: dict[str, list[dict[str, Any]]] = {"Namespace": [], "Node": [], "GPUPolicy": []}
             for file in self.files:
-                raw = file.read_bytes()
+                try:
+                    raw = file.read_bytes()
+                except OSError as exc:
+                    self.unreadable[str(file)] = exc.strerror or str(exc)
+                    continue
                 if not any(k.encode() in raw for k in found):
                     continue
-                for obj in sources.read_objects(file):
+                for obj in self._objects(file):
                     if obj.get("kind") in found:
                         found[str(obj["kind"])].append(obj)
             self._special = found
@@ -199,6 +212,8 @@ class FileSource:
 
     def workloads(self, progress: Progress, unavailable: dict[str, str]) -> Batches:
         for file in self.files:
-            for obj in sources.read_objects(file):
+            for obj in self._objects(file):
                 if audited_kind(obj):
                     yield str(obj["kind"]), [obj]
+        for name, why in sorted(self.unreadable.items()):
+            unavailable[f"file {name}"] = why

@@ -300,3 +300,12 @@ def test_progress_bar_when_asked(api_server, kubeconfig):
                                  "--page-size", "5")
     assert code == 0
     assert "audit: Pod" in err
+
+
+def test_offline_unreadable_file_is_named_and_the_rest_audited(tmp_path):
+    (tmp_path / "broken.yaml").write_text("kind: Pod\n  bad: [indent\n", encoding="utf-8")
+    (tmp_path / "odd.yaml").write_text("apiVersion: v1\nkind: {templated: true}\n", "utf-8")
+    (tmp_path / "pod.yaml").write_text(yaml.safe_dump(_pod("p", node="t4-1")), "utf-8")
+    report = audit_json(str(tmp_path))
+    assert report["summary"]["audited"] == {"Pod": 1}
+    assert list(report["summary"]["unavailable"]) == [f"file {tmp_path / 'broken.yaml'}"]
