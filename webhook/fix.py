@@ -257,8 +257,6 @@ def _fix_json(text: str, edits: Sequence[Any]) -> str:
 def merge(original: str, base: str, new: str) -> str | None:
     """Carry the base -> new changes into original, where base is ruamel's re-dump of
     original. None when a change falls where original and base disagree about the layout."""
-    if base == original:
-        return new
     orig = original.splitlines(keepends=True)
     if orig and not orig[-1].endswith("\n"):
         orig[-1] += "\n"
@@ -278,9 +276,12 @@ def merge(original: str, base: str, new: str) -> str | None:
         if any(r is None for r in replaced) or replaced != list(range(start, start + i2 - i1)):
             return None
         out.extend(orig[cursor:start])
-        for block in _blocks(new_lines[j1:j2]):
-            shift = _indent_shift(base_lines, orig, to_orig, i1, block)
-            out.extend(_reindent(line, shift) for line in block)
+        added = [_reindent(line, _indent_shift(base_lines, orig, to_orig, i1, block))
+                 for block in _blocks(new_lines[j1:j2]) for line in block]
+        blanks: list[str] = []
+        while i1 == i2 and added and added[0].strip() and out and not out[-1].strip():
+            blanks.insert(0, out.pop())  # ruamel keeps a blank line before what it appends
+        out.extend(added + blanks)
         cursor = start + (i2 - i1)
     out.extend(orig[cursor:])
     return "".join(out)

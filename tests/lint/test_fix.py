@@ -74,6 +74,8 @@ TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedu
 @pytest.mark.parametrize(("name", "before", "after"), [
     ("pod.yaml", GPU_POD, GPU_POD_FIXED),
     ("two.yaml", GPU_POD + OTHER, GPU_POD_FIXED + OTHER),
+    # the blank line that ends a document stays after what is appended to it
+    ("blank.yaml", GPU_POD + "\n\n" + OTHER, GPU_POD_FIXED + "\n\n" + OTHER),
     ("first-untouched.yaml", OTHER.removeprefix("---\n") + "---\n" + GPU_POD,
      OTHER.removeprefix("---\n") + "---\n" + GPU_POD_FIXED),
     ("crlf.yaml", GPU_POD.replace("\n", "\r\n"), GPU_POD_FIXED.replace("\n", "\r\n")),
