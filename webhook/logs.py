@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from typing import Any
@@ -29,10 +30,37 @@ class JSONFormatter(logging.Formatter):
         return json.dumps(line, default=str, separators=(",", ":"))
 
 
+class LineHandler(logging.Handler):
+    """One os.write per line, no handler lock: every admission logs a line from one of several
+    threads, and the lock plus buffered-stream flush of StreamHandler made them queue. A
+    single write() of one line does not interleave with another thread's."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self.fd = fd
+
+    def createLock(self) -> None:
+        self.lock = None
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        if self.filter(record):
+            self.emit(record)
+        return True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            data = (self.format(record) + "\n").encode("utf-8", "replace")
+            while data:
+                data = data[os.write(self.fd, data):]
+        except Exception:
+            self.handleError(record)
+
+
 def setup(level: str = "info") -> logging.Logger:
     logger = logging.getLogger(LOGGER_NAME)
     if not any(getattr(h, "_gpupolicy", False) for h in logger.handlers):
-        handler = logging.StreamHandler(sys.stderr)
+        sys.stderr.flush()
+        handler = LineHandler(sys.stderr.fileno())
         handler.setFormatter(JSONFormatter())
         handler._gpupolicy = True  # type: ignore[attr-defined]
         logger.addHandler(handler)

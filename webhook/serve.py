@@ -15,7 +15,6 @@ import ssl
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -64,17 +63,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 class TLSFiles:
     """An SSLContext for gunicorn's `ssl_context` hook (asked for at every new connection),
     rebuilt when the certificate or key file changes. A pair that does not load (say, the
-    cert was replaced but not yet its key) leaves the previous context in use."""
-
-    RETRY_AFTER = 0.5
+    cert was replaced but not yet its key) leaves the previous context in use until the files
+    change again; then the next handshake tries anew."""
 
     def __init__(self, cert: str, key: str) -> None:
         self.cert, self.key = cert, key
         self._lock = threading.Lock()
-        self._mark: Any = None
-        self._failed_at = 0.0
-        self._context = self._build()  # raises at start-up: a bad pair must not start
         self._mark = self._stat()
+        self._failed: Any = None  # the file state that last failed to load
+        self._context = self._build()  # raises at start-up: a bad pair must not start
 
     def _stat(self) -> Any:
         try:
@@ -93,17 +90,16 @@ class TLSFiles:
 
     def context(self, *_: Any) -> ssl.SSLContext:
         mark = self._stat()
-        if mark == self._mark or mark is None:
+        if mark == self._mark or mark is None or mark == self._failed:
             return self._context
         with self._lock:
-            now = time.monotonic()
-            if mark != self._mark and now - self._failed_at >= self.RETRY_AFTER:
+            if mark != self._mark and mark != self._failed:
                 try:
                     self._context = self._build()
                     self._mark = mark
                     _log_event("tls certificate reloaded", cert=self.cert)
                 except (OSError, ssl.SSLError, ValueError) as exc:
-                    self._failed_at = now
+                    self._failed = mark
                     _log_event("tls certificate reload failed; keeping the previous one",
                                level=30, cert=self.cert, error=str(exc))
         return self._context

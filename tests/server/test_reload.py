@@ -185,3 +185,25 @@ def test_policy_reload_under_load(live: tuple[Server, Path, Path]) -> None:
     assert load.errors == []
     failures = [e for e in server.logs() if e.get("msg", "").startswith("source load failed")]
     assert failures and "broken.yaml" in failures[0]["error"]
+
+
+def test_tls_files_keep_the_last_good_pair(tmp_path: Path) -> None:
+    """A half-rotated pair (new cert, old key) or a broken file is not loaded; the previous
+    context stays; the next change that makes the pair whole is picked up at once."""
+    from webhook.serve import TLSFiles
+
+    ca = certs.build_ca()
+    certs.write_bundle(certs.build_serving_cert("gpupolicy", "gpupolicy", ca), tmp_path)
+    files = TLSFiles(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    first = files.context()
+    assert files.context() is first  # unchanged files: the same context
+    new = certs.build_serving_cert("gpupolicy", "gpupolicy", ca)
+    (tmp_path / "tls.crt").write_bytes(new.cert_pem)  # key not yet replaced
+    assert files.context() is first
+    (tmp_path / "tls.key").write_bytes(b"-----BEGIN PRIVATE KEY-----\ngarbage\n")
+    assert files.context() is first
+    (tmp_path / "tls.key").write_bytes(new.key_pem)
+    second = files.context()
+    assert second is not first
+    (tmp_path / "tls.crt").unlink()  # a file gone for a moment: keep serving
+    assert files.context() is second
