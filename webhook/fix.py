@@ -160,17 +160,13 @@ def document_slices(text: str, line_count: int) -> list[tuple[int, int, int]]:
 def fix_document(body: str, edits: Sequence[Any]) -> str:
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError as RuamelError
-    from ruamel.yaml.util import load_yaml_guess_indent
 
     try:
-        _, indent, seq_offset = load_yaml_guess_indent(body)
         rt = YAML(typ="rt")
         rt.preserve_quotes = True
         rt.width = 1 << 16  # never re-wrap long strings
-        indent = indent or 2
-        seq_offset = seq_offset or 0
-        rt.indent(mapping=max(2, indent - seq_offset) if seq_offset else indent,
-                  sequence=indent, offset=seq_offset)
+        mapping, offset = guess_indent(body)
+        rt.indent(mapping=mapping, sequence=offset + 2, offset=offset)
         data = rt.load(body)
         base = _dump(rt, data)
         for edit in edits:
@@ -185,6 +181,31 @@ def fix_document(body: str, edits: Sequence[Any]) -> str:
         if candidate is not None and _verify(candidate, edits):
             return candidate
     raise FixError("the patched document does not match what the webhook would produce")
+
+
+def guess_indent(body: str) -> tuple[int, int]:
+    """(mapping indent, dash offset of a sequence under its key) as the document writes them
+    first; (2, 0) when it does not say. Cheaper than a second load to let ruamel guess."""
+    mapping: int | None = None
+    offset: int | None = None
+    parent: int | None = None  # column of the last `key:` that opens a block
+    for line in body.splitlines():
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        column = _indent_of(line)
+        item = text.startswith("- ")
+        if parent is not None and column > parent:
+            if item and offset is None:
+                offset = column - parent
+            elif not item and mapping is None:
+                mapping = column - parent
+        if mapping is not None and offset is not None:
+            break
+        key = text[2:].lstrip() if item else text
+        opens = key.split(" #", 1)[0].rstrip().endswith(":")
+        parent = (column + len(text) - len(key) if item else column) if opens else None
+    return mapping or 2, offset or 0
 
 
 def _dump(rt: Any, data: Any) -> str:
