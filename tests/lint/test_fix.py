@@ -229,3 +229,17 @@ def test_dry_run_diff_of_a_long_stream(tmp_path: Path) -> None:
     assert run.out.splitlines()[-3:] == [" ---", " apiVersion: v1", " kind: ConfigMap"]
     subprocess.run(["git", "apply"], input=run.out.encode(), cwd=tmp_path, check=True)
     assert path.read_text() == text.replace(GPU_POD, GPU_POD_FIXED)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("a:\n  b: 1\n  l:\n  - x\n", (2, 0)),
+    ("a:\n    b:\n      - x\n", (4, 2)),
+    ("items:\n    - apiVersion: v1\n      spec:\n          c: 1\n", (4, 4)),
+    ("spec:\n  # comment:\n  containers:\n    - name: c  # note:\n      env: []\n", (2, 2)),
+    ("a: 1\n", (2, 0)),
+    ("", (2, 0)),
+])
+def test_guess_indent(text: str, expected: tuple[int, int]) -> None:
+    from webhook.fix import guess_indent
+
+    assert guess_indent(text) == expected
