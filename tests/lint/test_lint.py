@@ -242,3 +242,21 @@ def test_junit_survives_characters_xml_cannot_hold() -> None:
     root = ET.fromstring(render("junit", [finding], files=["f.yaml"]))
     failure = next(root.iter("failure"))
     assert failure.get("message") == "bad \ufffd[31m <&> \"q\" 'a'\n\tb"
+
+
+@pytest.mark.parametrize(("inventory", "rules"), [
+    ((), []),  # without nodes the catalog stands in: 50 whole GPUs are not a catalog error
+    (("--inventory", "tests/engine/fixtures/nodes.yaml"), ["gpu-no-matching-hardware"]),
+])
+def test_inventory_option(tmp_path: Path, inventory: tuple[str, ...], rules: list[str]) -> None:
+    pod = tmp_path / "huge.yaml"
+    pod.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: huge}\nspec:\n  containers:\n"
+                   "  - name: c\n    image: cuda\n    resources:\n      limits:\n"
+                   "        nvidia.com/gpu: 50\n")
+    run = gpupolicy("lint", *inventory, "--format", "json", str(pod), cwd=HERE.parents[1])
+    findings = json.loads(run.out)["findings"]
+    assert [f["rule"] for f in findings] == rules
+    assert run.code == (1 if rules else 0)
+    if rules:
+        assert (findings[0]["line"], findings[0]["path"]) == (5, "spec.containers")
+        assert "pool h100" in findings[0]["message"]
