@@ -12,6 +12,8 @@ from typing import Any
 
 import jsonpatch
 
+from policies.quantity import parse_quantity
+from policies.workloads import pod_specs
 from tests.server.harness import Reply
 
 AUDIT_KEY = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -86,10 +88,52 @@ def _patch_problems(request: dict[str, Any], response: dict[str, Any]) -> list[s
     if request.get("object") is None:
         return ["patch on a request without an object"]
     try:
-        jsonpatch.apply_patch(copy.deepcopy(request["object"]), ops)
+        patched = jsonpatch.apply_patch(copy.deepcopy(request["object"]), ops)
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
         return [f"patch does not apply strictly (RFC 6902): {exc}"]
-    return []
+    # The patch must not make the object fail the apiserver's own checks (contract §6).
+    before = set(builtin_problems(request["object"]))
+    return [f"patch breaks built-in validation: {p}"
+            for p in builtin_problems(patched) if p not in before]
+
+
+def _extended(name: str) -> bool:
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def builtin_problems(obj: Any) -> list[str]:
+    """What the apiserver's validation says about extended resources (webhook-contract.md §6),
+    after its Pod defaulting (missing requests copied from limits; Pods only)."""
+    found: list[str] = []
+    if not isinstance(obj, dict):
+        return found
+    for path, spec in pod_specs(obj):
+        for key in ("initContainers", "containers"):
+            for index, container in enumerate(spec.get(key) or []):
+                where = ".".join(map(str, (*path, key, index)))
+                resources = container.get("resources") or {}
+                limits = dict(resources.get("limits") or {})
+                requests = dict(resources.get("requests") or {})
+                if obj.get("kind") == "Pod":
+                    requests = {**limits, **requests}
+                for name in sorted({*limits, *requests}):
+                    if not _extended(name):
+                        continue
+                    values = {}
+                    for side, table in (("limits", limits), ("requests", requests)):
+                        if name in table:
+                            try:
+                                values[side] = parse_quantity(table[name])
+                            except ValueError:
+                                found.append(f"{where}.{side}[{name}] not a quantity")
+                                continue
+                            if values[side] < 0 or values[side] != int(values[side]):
+                                found.append(f"{where}.{side}[{name}] must be an integer >= 0")
+                    if "requests" in values and "limits" not in values and name not in limits:
+                        found.append(f"{where}.limits[{name}] required")
+                    if len(values) == 2 and values["limits"] != values["requests"]:
+                        found.append(f"{where}.requests[{name}] must equal the limit")
+    return found
 
 
 def apply(request: dict[str, Any], response: dict[str, Any]) -> Any:

@@ -224,3 +224,35 @@ def test_dry_run_answers_like_a_real_request(server: Server, webhook: str, name:
         req = make_request(obj, namespace="team-a", uid="same", old=old, dry_run=dry, **spec)
         answers.append(server.post(f"/{webhook}", envelope(req)).json)
     assert answers[0] == answers[1]
+
+
+def _resources(kind: str, **resources: dict[str, str]) -> dict[str, Any]:
+    container = {"name": "c", "image": "i", "resources": resources}
+    if kind == "Pod":
+        return {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [container]}}
+    return {"apiVersion": "apps/v1", "kind": kind,
+            "spec": {"template": {"spec": {"containers": [container]}}}}
+
+
+GPU = "nvidia.com/gpu"
+
+
+@pytest.mark.parametrize(("obj", "problems"), [
+    (_resources("Pod", limits={GPU: "1"}), []),  # requests defaulted from limits
+    (_resources("Pod", requests={GPU: "1"}), ["limits[nvidia.com/gpu] required"]),
+    (_resources("Pod", limits={GPU: "2"}, requests={GPU: "1"}), ["must equal the limit"]),
+    (_resources("Pod", limits={GPU: "500m"}),  # the defaulted request fails as well
+     ["limits[nvidia.com/gpu] must be an integer", "requests[nvidia.com/gpu] must be an integer"]),
+    (_resources("Pod", limits={GPU: "-1"}),
+     ["limits[nvidia.com/gpu] must be an integer >= 0",
+      "requests[nvidia.com/gpu] must be an integer >= 0"]),
+    (_resources("Pod", limits={"cpu": "500m", "memory": "1Gi"}), []),  # native: not checked
+    (_resources("Deployment", limits={GPU: "1"}), []),
+    (_resources("Deployment", requests={GPU: "1"}), ["limits[nvidia.com/gpu] required"]),
+], ids=["limits-only", "requests-only", "unequal", "fractional", "negative", "native",
+        "template-limits", "template-requests"])
+def test_builtin_checker(obj: dict[str, Any], problems: list[str]) -> None:
+    """The §6 checker the patch is held to, checked itself."""
+    found = contract.builtin_problems(obj)
+    assert len(found) == len(problems) and all(
+        any(p in f for f in found) for p in problems), found

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 import os
 import socket
 import ssl
@@ -133,3 +134,19 @@ def test_certs_generate_refuses_bad_days(tmp_path: Path) -> None:
     assert cli_run(["certs", "generate", "--out", str(tmp_path), "--days", "0"],
                    io.StringIO(), err) == 2
     assert "--days" in err.getvalue()
+
+
+def test_keep_alive(server: Server) -> None:
+    """Many admissions over one TLS connection (the apiserver reuses its connections)."""
+    conn = server.connection()
+    conn.connect()
+    sock = conn.sock
+    for i in range(30):
+        req = make_request(POD, uid=f"ka-{i}")
+        conn.request("POST", "/validate", body=json.dumps(envelope(req)),
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.status == 200 and resp.getheader("connection", "").lower() != "close"
+        assert json.loads(resp.read())["response"]["uid"] == f"ka-{i}"
+        assert conn.sock is sock  # never reconnected
+    conn.close()
