@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 
@@ -285,8 +286,16 @@ def test_every_format_renders_and_progress_stays_off_a_pipe(api_server, kubeconf
     if fmt == "table":
         assert "POLICY" in out and "gpu-defaults" in out and "Pending" in out
     elif fmt == "sarif":
-        run = json.loads(out)["runs"][0]
-        assert run["results"] and all("ruleId" in r for r in run["results"])
+        log = json.loads(out)
+        schema = json.loads((Path(__file__).parent.parent / "lint" / "sarif-schema-2.1.0.json")
+                            .read_text(encoding="utf-8"))
+        errors = [e.message for e in jsonschema.validators.validator_for(schema)(schema)
+                  .iter_errors(log)]
+        assert errors == []
+        run = log["runs"][0]
+        rules = [r["id"] for r in run["tool"]["driver"]["rules"]]
+        assert {"gpu-pod-pending", "gpu-no-matching-hardware"} <= set(rules)
+        assert all(rules[r["ruleIndex"]] == r["ruleId"] for r in run["results"])
     elif fmt == "json":
         assert json.loads(out)["summary"]["pods"] == 2
     else:
