@@ -187,10 +187,13 @@ class WatchCache:
 
     def stop(self, join: float = 5.0) -> None:
         self._stopping.set()
-        if self._watch is not None:
-            self._watch.stop()
-        if self._thread is not None:
-            self._thread.join(join)
+        deadline = time.monotonic() + join
+        while self._thread is not None and self._thread.is_alive() \
+                and time.monotonic() < deadline:
+            # again and again: a watch whose response had not arrived yet has no socket to cut
+            if self._watch is not None:
+                self._watch.stop()
+            self._thread.join(0.05)
 
     def run(self) -> None:
         delay = self.settings.backoff_initial
