@@ -110,6 +110,7 @@ class ClusterSources:
         self._dirty = threading.Event()
         self._changed: set[str] = set()
         self._changed_lock = threading.Lock()
+        self._policy_lock = threading.Lock()
         self._stop = threading.Event()
         self._file_policies: tuple[GPUPolicy, ...] | None = None
         self._reported: dict[str, str] = {}
@@ -205,6 +206,11 @@ class ClusterSources:
             self._publish_policies()
 
     def _publish_policies(self) -> None:
+        # called by the publisher and by the file poller: one at a time
+        with self._policy_lock:
+            self._merge_policies()
+
+    def _merge_policies(self) -> None:
         if self._file_policies is None or not self.policies.listed.is_set():
             return  # /readyz waits for both the files and the first list of the resources
         merged = list(self._file_policies)
