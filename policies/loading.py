@@ -27,8 +27,9 @@ class PolicyProblem:
 
     def __str__(self) -> str:
         where = f"{self.source}:{self.line}" if self.line else self.source
-        field = f"{self.path}: " if self.path else ""
-        return f"{where}: document {self.document}: {field}{self.message}"
+        document = f" document {self.document}:" if self.document else ""
+        field = f" {self.path}:" if self.path else ""
+        return f"{where}:{document}{field} {self.message}"
 
 
 class PolicyLoadError(ValueError):

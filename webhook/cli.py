@@ -7,6 +7,7 @@ A subcommand module provides `add_arguments(parser)` and `run(args, stdout, stde
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 from collections.abc import Sequence
@@ -47,7 +48,9 @@ def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
     sub_parser = argparse.ArgumentParser(prog=f"gpupolicy {name}", description=COMMANDS[name][1])
     module.add_arguments(sub_parser)
     try:
-        args = sub_parser.parse_args(argv[1:])
+        # argparse writes usage and errors to sys.stdout/sys.stderr: send them where asked.
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            args = sub_parser.parse_args(argv[1:])
     except SystemExit as exit_:  # argparse exits 2 on usage errors, 0 on --help
         return int(exit_.code or 0)
     return int(module.run(args, stdout, stderr))

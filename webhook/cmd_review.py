@@ -11,7 +11,13 @@ import yaml
 
 from policies.engine import namespace_of, review
 from policies.loading import PolicyLoadError
-from webhook.sources import SourceError, add_source_arguments, context_from_args, namespace_labels
+from webhook.sources import (
+    SourceError,
+    add_source_arguments,
+    context_from_args,
+    flatten,
+    namespace_labels,
+)
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -26,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     try:
         text = sys.stdin.read() if args.file == "-" else _read(args.file)
-        documents = _documents(yaml.load_all(text, Loader=_Loader))
+        documents = [o for doc in yaml.load_all(text, Loader=_Loader) for o in flatten(doc)]
         context = context_from_args(args, extra_namespaces=namespace_labels(documents))
     except (OSError, UnicodeDecodeError) as exc:
         stderr.write(f"gpupolicy review: {args.file}: {exc}\n")
@@ -61,13 +67,3 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 def _read(path: str) -> str:
     with open(path, encoding="utf-8") as handle:
         return handle.read()
-
-
-def _documents(stream: Any) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for doc in stream:
-        if isinstance(doc, dict) and doc.get("kind") == "List":
-            out += [i for i in doc.get("items") or [] if isinstance(i, dict)]
-        elif isinstance(doc, dict):
-            out.append(doc)
-    return out

@@ -75,15 +75,17 @@ def read_objects(path: str | Path) -> Iterator[dict[str, Any]]:
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise SourceError(f"{file}: {exc}") from None
     for doc in documents:
-        yield from _flatten(doc)
+        yield from flatten(doc)
 
 
-def _flatten(doc: Any) -> Iterator[dict[str, Any]]:
+def flatten(doc: Any) -> Iterator[dict[str, Any]]:
+    """The objects in one document: `kind: List` and typed lists (`PodList`, what
+    `kubectl get -o yaml` prints) give their items; anything not a mapping gives nothing."""
     if not isinstance(doc, dict):
         return
-    if doc.get("kind") == "List" or str(doc.get("kind", "")).endswith("List"):
-        for item in doc.get("items") or []:
-            yield from _flatten(item)
+    if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
+        for item in doc["items"]:
+            yield from flatten(item)
     else:
         yield doc
 
