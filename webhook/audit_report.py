@@ -256,7 +256,8 @@ def _pr_result(record: dict[str, Any], now: int) -> dict[str, Any]:
         "message": record["message"],
         "scored": True,
         "timestamp": {"seconds": now, "nanos": 0},
-        "properties": {k: str(record[k]) for k in ("path", "mode", "source") if k in record},
+        "properties": {k: str(record[k]) for k in ("path", "mode", "source", "node", "device")
+                       if k in record},
     }
     if "kind" in record:
         resource = {"apiVersion": record["apiVersion"], "kind": record["kind"],

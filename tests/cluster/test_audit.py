@@ -318,3 +318,17 @@ def test_offline_unreadable_file_is_named_and_the_rest_audited(tmp_path):
     report = audit_json(str(tmp_path))
     assert report["summary"]["audited"] == {"Pod": 1}
     assert list(report["summary"]["unavailable"]) == [f"file {tmp_path / 'broken.yaml'}"]
+
+
+def test_shared_gpu_facts_go_to_a_cluster_policy_report(api_server, kubeconfig):
+    _load(api_server, [namespace("team-a"), gpupolicy("shared", **SHARED), *_nodes(),
+                       *(_share(n, "1") for n in "abc")])
+    code, out, _ = gpupolicy_cli("audit", "--kubeconfig", kubeconfig, "-f", "policyreport")
+    assert code == 0
+    cluster = [d for d in yaml.safe_load_all(out) if d["kind"] == "ClusterPolicyReport"]
+    (report,) = cluster
+    (result,) = report["results"]
+    assert result["rule"] == "shared-gpu-over-limit" and result["result"] == "warn"
+    assert result["properties"]["node"] == "a10-share-1"
+    assert result["properties"]["device"] == "gpu1"
+    assert "namespace" not in report["metadata"]
