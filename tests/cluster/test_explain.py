@@ -90,7 +90,9 @@ def test_live_cluster_gives_the_same_answer(api_server, kubeconfig, tmp_path, ca
     assert code == 1, err
     live = json.loads(out)
     _, offline = _explain_file(tmp_path, [*extra, workload, *_nodes()])
-    assert live == offline
+    assert live == offline  # nodes as documents of the file
+    _, with_inventory = _explain_file(tmp_path, [*extra, workload], "--inventory", str(NODES))
+    assert live == with_inventory
 
 
 def test_fitting_pod_exits_zero_and_names_the_pools(tmp_path):
