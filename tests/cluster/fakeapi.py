@@ -80,6 +80,8 @@ class FakeAPIServer:
         self.compacted = 0
         self._drop_generation = 0
         self._bookmark_generation = 0
+        self._error_generation = 0
+        self._error = 410
         self._failures: list[int] = []
         self.bookmark_interval = bookmark_interval
         self.requests: list[str] = []  # "GET path?query", for assertions
@@ -204,6 +206,14 @@ class FakeAPIServer:
         for sock in sockets:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+
+    def error_event(self, code: int = 410) -> None:
+        """Every open watch gets an ERROR event with a Status of `code`, then ends (a 410 this
+        way is what a watch sees when etcd compacts under it)."""
+        with self._lock:
+            self._error = code
+            self._error_generation += 1
+            self._lock.notify_all()
 
     def fail_next(self, count: int, status: int = 500) -> None:
         """The next `count` requests get `status` with a Status body."""
@@ -354,6 +364,7 @@ class _Handler(BaseHTTPRequestHandler):
             api._watch_sockets.add(sock)
             generation = api._drop_generation
             seen_bookmark = api._bookmark_generation
+            seen_error = api._error_generation
             backlog: list[tuple[str, dict[str, Any]]] = []
             if since and since < api.compacted:
                 gone = _status(410, "Expired", f"too old resource version: {since} "
@@ -379,6 +390,10 @@ class _Handler(BaseHTTPRequestHandler):
                     while True:
                         if api._drop_generation != generation:
                             return  # cut without the final chunk
+                        if api._error_generation != seen_error:
+                            reason = "Expired" if api._error == 410 else "InternalError"
+                            fresh = [("ERROR", _status(api._error, reason, "watch error"))]
+                            break
                         fresh = [(k, o) for rv, k, o in res.events if rv > sent_rv]
                         now = time.monotonic()
                         due = bookmarks and (
@@ -389,6 +404,8 @@ class _Handler(BaseHTTPRequestHandler):
                             break
                         api._lock.wait(0.05)
                     backlog = fresh
+                    if fresh and fresh[0][0] == "ERROR":
+                        continue
                     sent_rv = api.rv if not fresh else max(sent_rv, _rv_of(fresh[-1][1]))
                     if due:
                         seen_bookmark = api._bookmark_generation

@@ -327,3 +327,21 @@ def test_node_cache_ignores_status_heartbeats(api_server, client, change, publis
         assert (len(changes) > before) is publishes
     finally:
         cache.stop()
+
+
+@pytest.mark.parametrize(("code", "relists", "errors"), [(410, 1, 0), (500, 0, 1)])
+def test_error_event_in_an_open_watch(api_server, client, code, relists, errors):
+    api_server.add(namespace("a"))
+    cache = _labels_cache(client)
+    try:
+        assert cache.listed.wait(5)
+        wait_for(lambda: api_server.active_watches() == 1)
+        before_relists, before_errors = cache.relists, cache.errors
+        api_server.error_event(code)
+        wait_for(lambda: cache.relists - before_relists == relists
+                 and cache.errors - before_errors == errors)
+        api_server.add(namespace("b"))
+        wait_for(lambda: set(cache.snapshot()) == {"a", "b"})
+        assert cache.relists - before_relists == relists
+    finally:
+        cache.stop()
