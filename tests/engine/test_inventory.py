@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -193,34 +192,9 @@ def generated(count: int) -> list[dict[str, Any]]:
     return out
 
 
-def test_thousand_nodes_three_pools_fast() -> None:
-    nodes = generated(1000)
-    start = time.perf_counter()
-    inventory = Inventory.from_nodes(nodes, CATALOG)
-    elapsed = time.perf_counter() - start
+def test_thousand_nodes_three_pools() -> None:
+    # How long this takes is measured in `make bench` (bench_engine), not asserted here.
+    inventory = Inventory.from_nodes(generated(1000), CATALOG)
     assert [(p.name, len(p.node_names)) for p in inventory.pools] == [
         ("a100", 334), ("l4", 333), ("cpu", 333),
     ]
-    assert elapsed < 0.1, f"{elapsed * 1000:.1f} ms for 1,000 nodes"
-
-
-@pytest.mark.corpus
-def test_corpus_nodes(corpus_dir: Path) -> None:
-    """Every Node object in the corpus goes through from_nodes; GPU nodes get a known model."""
-    found: list[dict[str, Any]] = []
-    for path in sorted(corpus_dir.rglob("*.y*ml")):
-        text = path.read_text(encoding="utf-8", errors="replace")
-        if "kind: Node" not in text:
-            continue
-        try:
-            docs = list(yaml.safe_load_all(text))
-        except yaml.YAMLError:
-            continue
-        for doc in docs:
-            items = doc.get("items", []) if isinstance(doc, dict) and "items" in doc else [doc]
-            found.extend(d for d in items if isinstance(d, dict) and d.get("kind") == "Node")
-    inventory = Inventory.from_nodes(found, CATALOG)
-    assert len(inventory.nodes) == len(found)
-    for pool in inventory.pools:
-        if pool.product:
-            assert pool.model is not None, pool.product
