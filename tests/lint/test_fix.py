@@ -211,18 +211,15 @@ def test_dry_run_diff_applies_with_git_apply(tmp_path: Path) -> None:
 
 def test_dry_run_diff_of_a_long_stream(tmp_path: Path) -> None:
     """Many documents, one changed in the middle: the hunk carries context from the documents
-    around it (so `git apply` places it), and the diff stays fast on repetitive streams."""
+    around it (so `git apply` places it), and a repetitive stream still gets one small hunk."""
     import subprocess
-    import time
 
     other = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: b}\n"
     text = "---\n".join([other] * 300 + [GPU_POD] + [other] * 300)
     path = tmp_path / "stream.yaml"
     path.write_text(text)
-    start = time.perf_counter()
     run = gpupolicy("lint", "--policies", str(POLICIES), "--fix-dry-run", "stream.yaml",
                     cwd=tmp_path)
-    assert time.perf_counter() - start < 10
     hunks = [line for line in run.out.splitlines() if line.startswith("@@")]
     assert hunks == ["@@ -1512,6 +1512,11 @@"]  # 300 documents of 4 lines and a `---` first
     # trailing context comes from the next document
