@@ -15,6 +15,7 @@ from typing import Any
 from policies.catalog import Catalog, GPUModel
 from policies.inventory import Pool
 from policies.mig import fits
+from policies.quantity import Number
 from policies.resources import classify, mig_profile
 from policies.selectors import node_affinity_matches, node_selector_matches, untolerated
 from policies.view import PodView
@@ -69,10 +70,10 @@ class _Need:
 
     spec: Mapping[str, Any]
     allowed: tuple[tuple[frozenset[str], str], ...]  # normalised names, and as written
-    totals: Mapping[str, Fraction]
+    totals: Mapping[str, Number]
     mig: Mapping[str, int]
-    gpushare_gib: Fraction
-    hami_mb: tuple[tuple[str, Fraction], ...]  # (container, MB per GPU)
+    gpushare_gib: Number
+    hami_mb: tuple[tuple[str, Number], ...]  # (container, MB per GPU)
     tolerations: tuple[Mapping[str, Any], ...]
 
     @classmethod
@@ -86,7 +87,7 @@ class _Need:
             mig={p: int(v) for n, v in totals.items()
                  if (p := mig_profile(n)) is not None and v > 0 and v.denominator == 1},
             gpushare_gib=sum((c.amount("aliyun.com/gpu-mem") for c in view.demand.containers
-                              if c.role == "app"), Fraction(0)),
+                              if c.role == "app"), 0),
             hami_mb=tuple((c.name, c.amount("nvidia.com/gpumem"))
                           for c in view.demand.containers if "nvidia.com/gpumem" in c.amounts),
             tolerations=tuple(_list(view.spec.get("tolerations"))),
@@ -161,7 +162,7 @@ def _selector_keys(
     return keys, by_name
 
 
-def _amounts(totals: Mapping[str, Fraction], allocatable: Mapping[str, int]) -> Iterator[str]:
+def _amounts(totals: Mapping[str, Number], allocatable: Mapping[str, int]) -> Iterator[str]:
     for name, need in sorted(totals.items()):
         resource = classify(name)
         if need <= 0 or resource is None or resource.unit in _UNADVERTISED_UNITS:

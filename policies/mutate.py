@@ -2,12 +2,14 @@
 
 Every change first looks at what is there, so a second run finds nothing to do. Lists are
 merged over all governing policies; single values come from the first policy (lowest priority,
-then name) that sets them.
+then name) that sets them. What the policies ask is worked out once per set of policies (a
+Plan), so an admission only compares and writes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from policies.decision import Finding
@@ -19,51 +21,107 @@ from policies.resources import PodDemand
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+HIDDEN = {"name": VISIBLE_DEVICES, "value": "none"}
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The merged `inject` of the policies governing one namespace, as the pod would carry it.
+    Its dicts are shared between admissions: nothing may change them (Patch copies)."""
+
+    tolerations: tuple[tuple[tuple[Any, ...], dict[str, Any]], ...]  # (identity, toleration)
+    node_selector: tuple[tuple[str, str, GPUPolicy], ...]  # first policy per key wins
+    required: tuple[dict[str, Any], ...]
+    preferred: tuple[dict[str, Any], ...]
+    single: tuple[tuple[str, str], ...]  # (field, value): runtimeClassName, priorityClassName
+    limits_from_requests: bool
+    hide_devices: bool
 
 
 def inject(
     patch: Patch, prefix: FieldPath, demand: PodDemand, policies: Sequence[GPUPolicy]
 ) -> Iterator[tuple[GPUPolicy, Finding]]:
     """Apply every policy's `inject` to the pod spec at `prefix`; yield conflicts found."""
-    if any(p.spec.inject.hide_gpus_from_non_gpu_containers for p in policies):
+    if not policies:
+        return
+    plan = plan_for(policies)
+    if plan.hide_devices:
         _hide_devices(patch, demand)
     if not demand.gpu:
         return
     try:
-        _limits_from_requests(patch, demand, policies)
-        _tolerations(patch, prefix, policies)
-        yield from _node_selector(patch, prefix, policies)
-        _node_affinity(patch, prefix, policies)
-        for field, attr in (("runtimeClassName", "runtime_class_name"),
-                            ("priorityClassName", "priority_class_name")):
-            value = next((getattr(p.spec.inject, attr) for p in policies
-                          if getattr(p.spec.inject, attr)), None)
-            if value is not None and not patch.get((*prefix, field)):
+        if plan.limits_from_requests:
+            _limits_from_requests(patch, demand)
+        if plan.tolerations:
+            _tolerations(patch, (*prefix, "tolerations"), plan)
+        yield from _node_selector(patch, (*prefix, "nodeSelector"), plan)
+        _node_affinity(patch, (*prefix, "affinity", "nodeAffinity"), plan)
+        for field, value in plan.single:
+            if not patch.get((*prefix, field)):
                 patch.set((*prefix, field), value)
     except PatchConflict as exc:
         yield policies[0], Finding("pod-spec-malformed", str(exc), prefix)
 
 
-_DUMPS: dict[int, tuple[Any, dict[str, Any]]] = {}
+_PLANS: dict[tuple[int, ...], tuple[Sequence[GPUPolicy], Plan]] = {}
+
+
+def plan_for(policies: Sequence[GPUPolicy]) -> Plan:
+    key = tuple(map(id, policies))
+    cached = _PLANS.get(key)
+    if cached is not None and all(a is b for a, b in zip(cached[0], policies, strict=True)):
+        return cached[1]
+    plan = _plan(policies)
+    if len(_PLANS) > 1024:  # policy reloads make new objects: forget old sets
+        _PLANS.clear()
+    _PLANS[key] = (tuple(policies), plan)
+    return plan
+
+
+def _plan(policies: Sequence[GPUPolicy]) -> Plan:
+    tolerations: dict[tuple[Any, ...], dict[str, Any]] = {}
+    selector: dict[str, tuple[str, GPUPolicy]] = {}
+    required: list[dict[str, Any]] = []
+    preferred: list[dict[str, Any]] = []
+    single: dict[str, str] = {}
+    for policy in policies:
+        inject = policy.spec.inject
+        for toleration in map(_dump, inject.tolerations):
+            tolerations.setdefault(_toleration_key(toleration), toleration)
+        for key, value in inject.node_selector.items():
+            selector.setdefault(key, (value, policy))
+        if inject.node_affinity is not None:
+            required += [r for r in map(_dump, inject.node_affinity.required) if r not in required]
+            preferred += [p for p in map(_dump, inject.node_affinity.preferred)
+                          if p not in preferred]
+        for field, name in (("runtimeClassName", inject.runtime_class_name),
+                            ("priorityClassName", inject.priority_class_name)):
+            if name:
+                single.setdefault(field, name)
+    return Plan(
+        tolerations=tuple(tolerations.items()),
+        node_selector=tuple((k, v, p) for k, (v, p) in selector.items()),
+        required=tuple(required),
+        preferred=tuple(preferred),
+        single=tuple(single.items()),
+        limits_from_requests=any(p.spec.inject.gpu_limits_from_requests for p in policies),
+        hide_devices=any(p.spec.inject.hide_gpus_from_non_gpu_containers for p in policies),
+    )
 
 
 def _dump(model: Any) -> dict[str, Any]:
-    """The model as the pod would carry it; computed once per (frozen) policy part. Callers get
-    the shared dict and must not change it (Patch copies what it writes)."""
-    cached = _DUMPS.get(id(model))
-    if cached is not None and cached[0] is model:
-        return cached[1]
     # JSON mode gives lists, not tuples, so values compare equal to what the pod carries.
-    dumped: dict[str, Any] = model.model_dump(
+    return model.model_dump(  # type: ignore[no-any-return]
         mode="json", by_alias=True, exclude_none=True, exclude_defaults=True
     )
-    _DUMPS[id(model)] = (model, dumped)
-    return dumped
 
 
-def _limits_from_requests(patch: Patch, demand: PodDemand, policies: Sequence[GPUPolicy]) -> None:
-    if not any(p.spec.inject.gpu_limits_from_requests for p in policies):
-        return
+def _toleration_key(t: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "",
+            t.get("effect") or "", t.get("tolerationSeconds"))
+
+
+def _limits_from_requests(patch: Patch, demand: PodDemand) -> None:
     for container in demand.containers:
         resources = container.spec.get("resources")
         if not isinstance(resources, dict) or not isinstance(resources.get("requests"), dict):
@@ -76,76 +134,54 @@ def _limits_from_requests(patch: Patch, demand: PodDemand, policies: Sequence[GP
                 patch.set((*container.path, "resources", "limits", name), value)
 
 
-def _toleration_key(t: Mapping[str, Any]) -> tuple[Any, ...]:
-    operator = t.get("operator") or "Equal"
-    return (t.get("key") or "", operator, t.get("value") or "", t.get("effect") or "",
-            t.get("tolerationSeconds"))
-
-
-def _tolerations(patch: Patch, prefix: FieldPath, policies: Sequence[GPUPolicy]) -> None:
-    path = (*prefix, "tolerations")
+def _tolerations(patch: Patch, path: FieldPath, plan: Plan) -> None:
     current = patch.get(path)
-    seen = {_toleration_key(t) for t in current if isinstance(t, dict)} if isinstance(
+    have = {_toleration_key(t) for t in current if isinstance(t, dict)} if isinstance(
         current, list) else set()
-    for policy in policies:
-        for toleration in policy.spec.inject.tolerations:
-            value = _dump(toleration)
-            key = _toleration_key(value)
-            if key not in seen:
-                seen.add(key)
-                patch.append(path, value)
+    for key, toleration in plan.tolerations:
+        if key not in have:
+            patch.append(path, toleration)
 
 
 def _node_selector(
-    patch: Patch, prefix: FieldPath, policies: Sequence[GPUPolicy]
+    patch: Patch, path: FieldPath, plan: Plan
 ) -> Iterator[tuple[GPUPolicy, Finding]]:
-    path = (*prefix, "nodeSelector")
-    decided: set[str] = set()
-    for policy in policies:
-        for key, value in policy.spec.inject.node_selector.items():
-            if key in decided:
-                continue
-            decided.add(key)
-            current = patch.get((*path, key))
-            if current is None:
-                patch.set((*path, key), value)
-            elif current != value:
-                yield policy, Finding(
-                    "node-selector-conflict",
-                    f"nodeSelector {key}={current} conflicts with {key}={value} "
-                    f"that policy {policy.name} requires",
-                    (*path, key),
-                )
+    if not plan.node_selector:
+        return
+    current = patch.get(path)
+    current = current if isinstance(current, dict) else {}
+    for key, value, policy in plan.node_selector:
+        have = current.get(key)
+        if have is None:
+            patch.set((*path, key), value)
+        elif have != value:
+            yield policy, Finding(
+                "node-selector-conflict",
+                f"nodeSelector {key}={have} conflicts with {key}={value} "
+                f"that policy {policy.name} requires",
+                (*path, key),
+            )
 
 
-def _node_affinity(patch: Patch, prefix: FieldPath, policies: Sequence[GPUPolicy]) -> None:
-    required: list[dict[str, Any]] = []
-    preferred: list[dict[str, Any]] = []
-    for policy in policies:
-        affinity = policy.spec.inject.node_affinity
-        if affinity is None:
-            continue
-        required += [r for r in map(_dump, affinity.required) if r not in required]
-        preferred += [p for p in map(_dump, affinity.preferred) if p not in preferred]
-    base = (*prefix, "affinity", "nodeAffinity")
-    if required:
+def _node_affinity(patch: Patch, base: FieldPath, plan: Plan) -> None:
+    if plan.required:
         terms_path = (*base, REQUIRED, "nodeSelectorTerms")
         terms = patch.get(terms_path)
         if not isinstance(terms, list) or not terms:
-            patch.set(terms_path, [{"matchExpressions": required}])
+            patch.set(terms_path, [{"matchExpressions": list(plan.required)}])
         else:
             # Terms are ORed: the requirement must hold in each of them.
             for index, term in enumerate(terms):
                 expressions = term.get("matchExpressions") if isinstance(term, dict) else None
                 have = expressions if isinstance(expressions, list) else []
-                for requirement in required:
+                for requirement in plan.required:
                     if requirement not in have:
                         patch.append((*terms_path, index, "matchExpressions"), requirement)
-    if preferred:
+    if plan.preferred:
         path = (*base, PREFERRED)
         current = patch.get(path)
         have = current if isinstance(current, list) else []
-        for term in preferred:
+        for term in plan.preferred:
             if term not in have:
                 patch.append(path, term)
 
@@ -159,4 +195,4 @@ def _hide_devices(patch: Patch, demand: PodDemand) -> None:
             isinstance(e, dict) and e.get("name") == VISIBLE_DEVICES for e in env
         ):
             continue
-        patch.append((*container.path, "env"), {"name": VISIBLE_DEVICES, "value": "none"})
+        patch.append((*container.path, "env"), HIDDEN)

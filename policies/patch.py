@@ -100,9 +100,9 @@ def clone(value: Any) -> Any:
     """A copy of JSON-shaped data; several times faster than copy.deepcopy on it. Leaves
     (str, numbers, and the dates a YAML loader may produce) are immutable and shared."""
     if isinstance(value, dict):
-        return {k: clone(v) for k, v in value.items()}
+        return {k: clone(v) if isinstance(v, dict | list) else v for k, v in value.items()}
     if isinstance(value, list):
-        return [clone(v) for v in value]
+        return [clone(v) if isinstance(v, dict | list) else v for v in value]
     return value
 
 

@@ -16,17 +16,21 @@ _DECIMAL = {
 _QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))([eE][+-]?[0-9]+|[a-zA-Z]{0,2})$")
 
 
+# Whole quantities stay plain ints (most of them are): cheaper than Fraction and exact with it.
+Number = Fraction | int
+
+
 class QuantityError(ValueError):
     pass
 
 
-def parse_quantity(value: Any) -> Fraction:
+def parse_quantity(value: Any) -> Number:
     """The exact value of a quantity; QuantityError for anything Kubernetes would refuse.
     Whole numbers come back as plain ints (a Fraction in all but type, and much cheaper)."""
     if isinstance(value, bool):
         raise QuantityError(f"{value!r} is not a quantity")
     if isinstance(value, int):
-        return value  # type: ignore[return-value]
+        return value
     if isinstance(value, float):
         return Fraction(str(value))
     if isinstance(value, str):
@@ -35,9 +39,9 @@ def parse_quantity(value: Any) -> Fraction:
 
 
 @lru_cache(maxsize=1024)
-def _parse_text(text: str) -> Fraction:
+def _parse_text(text: str) -> Number:
     if text.isdigit():
-        return int(text)  # type: ignore[return-value]
+        return int(text)
     match = _QUANTITY.match(text)
     if match is None:
         raise QuantityError(f"{text!r} is not a quantity")
@@ -52,7 +56,7 @@ def _parse_text(text: str) -> Fraction:
     raise QuantityError(f"{text!r} has an unknown suffix {suffix!r}")
 
 
-def format_quantity(value: Fraction) -> str:
+def format_quantity(value: Number) -> str:
     """Canonical text for what we emit: integers as plain digits, the rest in milli-units."""
     if value.denominator == 1:
         return str(value.numerator)

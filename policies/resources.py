@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any, Literal
 
 from policies.paths import FieldPath
-from policies.quantity import QuantityError, parse_quantity
+from policies.quantity import Number, QuantityError, parse_quantity
 
 Family = Literal["whole", "mig", "gpushare", "hami", "volcano-vgpu", "volcano-gpushare", "other"]
 Role = Literal["app", "init", "sidecar", "ephemeral"]
@@ -81,7 +80,7 @@ def mig_profile(name: str) -> str | None:
 @dataclass(frozen=True, slots=True)
 class Amount:
     resource: Resource
-    value: Fraction
+    value: Number
     path: FieldPath  # where the effective value was read (limits, else requests)
 
 
@@ -94,15 +93,15 @@ class Container:
     amounts: Mapping[str, Amount]  # accelerator resources only, parsable ones
     gpu: bool  # asks for an accelerator (a quantity > 0 of a resource that counts)
 
-    def amount(self, name: str) -> Fraction:
+    def amount(self, name: str) -> Number:
         found = self.amounts.get(name)
-        return found.value if found is not None else Fraction(0)
+        return found.value if found is not None else 0
 
 
 @dataclass(frozen=True, slots=True)
 class PodDemand:
     containers: tuple[Container, ...]
-    totals: Mapping[str, Fraction]
+    totals: Mapping[str, Number]
 
     @property
     def gpu(self) -> bool:
@@ -166,13 +165,14 @@ def _amounts(container: Mapping[str, Any], path: FieldPath) -> dict[str, Amount]
     return found
 
 
-def _totals(containers: list[Container]) -> dict[str, Fraction]:
+def _totals(containers: list[Container]) -> dict[str, Number]:
     names = {n for c in containers for n in c.amounts}
-    totals: dict[str, Fraction] = {}
+    totals: dict[str, Number] = {}
     for name in names:
-        running = sum((c.amount(name) for c in containers if c.role in ("app", "sidecar")),
-                      Fraction(0))
-        peak, sidecars = Fraction(0), Fraction(0)
+        running: Number = sum(c.amount(name) for c in containers
+                              if c.role in ("app", "sidecar"))
+        peak: Number = 0
+        sidecars: Number = 0
         for c in containers:
             if c.role == "sidecar":
                 sidecars += c.amount(name)

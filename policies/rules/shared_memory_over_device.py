@@ -10,7 +10,6 @@ PASS: `aliyun.com/gpu-mem: 16` there
 from __future__ import annotations
 
 from collections.abc import Iterator
-from fractions import Fraction
 
 from policies.context import Context
 from policies.decision import Finding
@@ -27,13 +26,12 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     if not models:
         return
     gib = sum((c.amount("aliyun.com/gpu-mem") for c in view.demand.containers
-               if c.role == "app"), Fraction(0))
+               if c.role == "app"), 0)
     for model in models:
-        device_gib = Fraction(model.memory_mib, 1024)
-        if gib > device_gib:
+        if gib * 1024 > model.memory_mib:
             yield Finding(
                 ID, f"aliyun.com/gpu-mem {gib} GiB (summed over the pod's containers) is more "
-                f"than one {model.name} has ({float(device_gib):.1f} GiB)",
+                f"than one {model.name} has ({model.memory_mib / 1024:.1f} GiB)",
                 view.at("containers"),
             )
         for container in view.demand.containers:
