@@ -20,6 +20,16 @@ def sections(container: Container) -> Iterator[tuple[str, Mapping[str, Any]]]:
             yield section, values
 
 
+def requested_accelerators(
+    container: Container,
+) -> Iterator[tuple[str, Mapping[str, Any], Mapping[str, Any]]]:
+    """(name, requests, limits) for each accelerator resource the container requests."""
+    found = dict(sections(container))
+    requests, limits = found.get("requests", {}), found.get("limits", {})
+    for name in accelerator_names(requests):
+        yield name, requests, limits
+
+
 def accelerator_names(values: Mapping[str, Any]) -> Iterator[str]:
     return (name for name in values if classify(name) is not None)
 

@@ -12,7 +12,7 @@ from policies.context import Context
 from policies.decision import Finding
 from policies.model import GPUPolicy
 from policies.quantity import QuantityError, parse_quantity
-from policies.rules._common import accelerator_names, sections
+from policies.rules._common import requested_accelerators
 from policies.view import PodView
 
 ID = "gpu-request-limit-mismatch"
@@ -21,9 +21,7 @@ INTRINSIC = True
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     for container in view.demand.containers:
-        found = dict(sections(container))
-        requests, limits = found.get("requests", {}), found.get("limits", {})
-        for name in accelerator_names(requests):
+        for name, requests, limits in requested_accelerators(container):
             if name not in limits:
                 continue
             try:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from policies.context import Context
 from policies.decision import Finding
 from policies.model import GPUPolicy
-from policies.rules._common import accelerator_names, sections
+from policies.rules._common import requested_accelerators
 from policies.view import PodView
 
 ID = "gpu-request-without-limit"
@@ -22,9 +22,7 @@ INTRINSIC = True
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     for container in view.demand.containers:
-        found = dict(sections(container))
-        requests, limits = found.get("requests", {}), found.get("limits", {})
-        for name in accelerator_names(requests):
+        for name, requests, limits in requested_accelerators(container):
             if name not in limits:
                 yield Finding(
                     ID,
