@@ -159,3 +159,23 @@ def test_engine_exception(monkeypatch: pytest.MonkeyPatch, webhook: str, allowed
         assert "boom-1" in response["status"]["message"]
     failed = [json.loads(line) for line in records.lines if '"engine failed"' in line]
     assert failed and failed[0]["uid"] == "boom-1" and "engine bug" in failed[0]["exception"]
+
+
+@pytest.mark.parametrize(("size", "status"), [(0, 200), (MAX + 1, 400)], ids=["fits", "oversized"])
+def test_chunked_body(server: Server, size: int, status: int) -> None:
+    """Without Content-Length (chunked) the limit holds just the same."""
+    body = json.dumps(envelope(make_request(POD, uid="chunked"))).encode()
+    if size:
+        body = b'{"pad": "' + b"x" * size + b'"}'
+    chunks = (body[i:i + 65536] for i in range(0, len(body), 65536))
+    conn = server.connection()
+    conn.request("POST", "/validate", body=chunks, headers={"Content-Type": "application/json"},
+                 encode_chunked=True)
+    resp = conn.getresponse()
+    data = json.loads(resp.read())
+    conn.close()
+    assert resp.status == status
+    if status == 200:
+        assert data["response"]["uid"] == "chunked"
+    else:
+        assert "larger than" in data["error"]
