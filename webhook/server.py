@@ -100,25 +100,22 @@ def create_app(state: State, *, max_body: int = DEFAULT_MAX_BODY) -> Flask:
 
 
 def _read_body(limit: int) -> bytes | None:
-    """The body, or None when it is over `limit`. Read in chunks: asking the WSGI stream for
-    `limit` bytes at once would allocate that much per request. An oversized body is still
-    read (and thrown away, up to a bound) so the client, still sending, gets its 400."""
+    """The body, or None when it is over `limit`. Read from the WSGI input in chunks: asking a
+    stream for `limit` bytes at once would allocate that much per request. An oversized body
+    is still read (and thrown away, up to a bound) so the client, still sending, gets its 400."""
     length = request.content_length
+    stream = request.environ["wsgi.input"]  # gunicorn bounds it by Content-Length / chunking
+    if length is not None and length <= limit:
+        return bytes(stream.read(length))
     chunks: list[bytes] = []
     size = 0
-    budget = 8 * limit
-    while size <= budget:
-        want = 65536 if length is None else min(65536, length - size)
-        if want <= 0:
-            break
-        chunk = request.stream.read(want)
+    while size <= 8 * limit:
+        chunk = stream.read(65536)
         if not chunk:
             break
         size += len(chunk)
         if size <= limit:
             chunks.append(chunk)
-        elif chunks:
-            chunks.clear()  # over the limit: keep reading, stop keeping
     return b"".join(chunks) if size <= limit else None
 
 
