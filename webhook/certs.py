@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -139,16 +140,24 @@ def write_bundle(bundle: Bundle, directory: str | Path) -> dict[str, Path]:
 
 
 def usable_bundle(directory: str | Path, service: str, namespace: str, min_days: int = 7) -> bool:
-    """True when `directory` already holds a serving cert for the service, valid for a while:
-    `serve` then keeps it, so the caBundle given to the cluster stays right across restarts."""
+    """True when `directory` already holds a serving cert for the service, issued by its
+    ca.crt, matching tls.key and valid for a while: `serve` then keeps it, so the caBundle
+    given to the cluster stays right across restarts. Anything else is made anew."""
     out = Path(directory)
     try:
         cert = x509.load_pem_x509_certificate((out / CERT_FILE).read_bytes())
-        if not (out / KEY_FILE).is_file() or not (out / CA_FILE).is_file():
-            return False
+        ca = x509.load_pem_x509_certificate((out / CA_FILE).read_bytes())
+        key = serialization.load_pem_private_key((out / KEY_FILE).read_bytes(), password=None)
+        cert.verify_directly_issued_by(ca)
         names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
-    except (OSError, ValueError, x509.ExtensionNotFound):
+    except (OSError, ValueError, TypeError, x509.ExtensionNotFound, InvalidSignature):
         return False
+    same_key = key.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    ) == cert.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
     wanted = service_names(service, namespace)[0]
     left = cert.not_valid_after_utc - dt.datetime.now(dt.UTC)
-    return wanted in names.value.get_values_for_type(x509.DNSName) and left.days >= min_days
+    return (same_key and wanted in names.value.get_values_for_type(x509.DNSName)
+            and left.days >= min_days)

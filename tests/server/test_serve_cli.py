@@ -150,3 +150,41 @@ def test_keep_alive(server: Server) -> None:
         assert json.loads(resp.read())["response"]["uid"] == f"ka-{i}"
         assert conn.sock is sock  # never reconnected
     conn.close()
+
+
+def _bundle_in(path: Path, service: str = "gpupolicy") -> None:
+    from webhook import certs
+
+    certs.write_bundle(certs.build_serving_cert(service, "gpupolicy", certs.build_ca()), path)
+
+
+def _swap_key(path: Path) -> None:
+    from webhook import certs
+
+    other = certs.build_serving_cert("gpupolicy", "gpupolicy", certs.build_ca())
+    (path / "tls.key").write_bytes(other.key_pem)
+
+
+def _swap_ca(path: Path) -> None:
+    from webhook import certs
+
+    (path / "ca.crt").write_bytes(certs.build_serving_cert(
+        "gpupolicy", "gpupolicy", certs.build_ca()).ca_pem)
+
+
+@pytest.mark.parametrize(("spoil", "usable"), [
+    (None, True),
+    (lambda p: (p / "tls.key").unlink(), False),
+    (lambda p: (p / "tls.crt").write_text("junk"), False),
+    (_swap_key, False),  # key of another pair
+    (_swap_ca, False),  # ca.crt did not sign tls.crt
+    (lambda p: _bundle_in(p, service="other"), False),  # another Service name
+], ids=["whole", "no-key", "junk-cert", "other-key", "other-ca", "other-service"])
+def test_generated_certs_kept_only_when_whole(tmp_path: Path, spoil: object,
+                                              usable: bool) -> None:
+    from webhook import certs
+
+    _bundle_in(tmp_path)
+    if callable(spoil):
+        spoil(tmp_path)
+    assert certs.usable_bundle(tmp_path, "gpupolicy", "gpupolicy") is usable
