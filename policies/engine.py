@@ -17,14 +17,15 @@ from policies.hardware import PoolVerdict, catalog_pools, verdicts
 from policies.model import GPUPolicy
 from policies.mutate import inject
 from policies.patch import Patch
-from policies.paths import FieldPath
-from policies.resources import classify, demand
+from policies.paths import FieldPath, to_pointer
+from policies.resources import PodDemand, classify, demand
 from policies.rules import INTRINSIC_RULES, POLICY_RULES, visible_devices_bypass
 from policies.rules._common import targeted_products
 from policies.view import PodView
 from policies.workloads import pod_specs
 
 _MODE_RANK = {"Enforce": 0, "Warn": 1, "Audit": 2}
+CONTAINERS = ("containers/", "initContainers/", "ephemeralContainers/")
 
 
 def review(
@@ -47,11 +48,7 @@ def review(
     if subresource:  # status, resize, binding...: not a change of what the pod asks for
         return Decision(allowed=True, mutated=obj)
 
-    patch = Patch(obj)
-    found: list[tuple[GPUPolicy, Finding]] = []
-    for prefix, spec in specs:
-        found += inject(patch, prefix, demand(spec, prefix), policies)
-    views = list(_views(patch.doc, specs, obj, namespace_of(obj, namespace)))
+    patch, found, views = _mutate(obj, specs, policies, namespace_of(obj, namespace))
     for view in views:
         found += _check(view, policies, context)
     violations = tuple(
@@ -80,9 +77,7 @@ def explain(
     specs = list(pod_specs(obj, context.workload_kinds))
     ns = namespace_of(obj, namespace)
     policies = context.governing(ns)
-    patch = Patch(obj)
-    for prefix, spec in specs:
-        list(inject(patch, prefix, demand(spec, prefix), policies))
+    _, _, views = _mutate(obj, specs, policies, ns)
     allowed = [p.spec.rules.allowed_models for p in policies
                if p.spec.rules.allowed_models is not None]
     inventory = context.inventory
@@ -90,7 +85,7 @@ def explain(
     return [
         (view.prefix, verdicts(view, pools, allowed_models=allowed,
                                amounts_known=inventory is not None))
-        for view in _views(patch.doc, specs, obj, ns) if view.demand.gpu
+        for view in views if view.demand.gpu
     ]
 
 
@@ -101,15 +96,32 @@ def namespace_of(obj: Mapping[str, Any], namespace: str | None) -> str:
     return own if isinstance(own, str) and own else namespace or "default"
 
 
+def _mutate(
+    obj: Mapping[str, Any], specs: Sequence[tuple[FieldPath, Any]],
+    policies: Sequence[GPUPolicy], namespace: str,
+) -> tuple[Patch, list[tuple[GPUPolicy, Finding]], list[PodView]]:
+    """Inject into every pod spec, then view each as it is after injection."""
+    patch = Patch(obj)
+    found: list[tuple[GPUPolicy, Finding]] = []
+    before = []
+    for prefix, spec in specs:
+        before.append(demand(spec, prefix))
+        found += inject(patch, prefix, before[-1], policies)
+    return patch, found, list(_views(patch, specs, before, obj, namespace))
+
+
 def _views(
-    doc: Any, specs: Sequence[tuple[FieldPath, Any]], original: Mapping[str, Any], namespace: str
+    patch: Patch, specs: Sequence[tuple[FieldPath, Any]], before: Sequence[PodDemand],
+    original: Mapping[str, Any], namespace: str,
 ) -> Iterator[PodView]:
     kind = str(original.get("kind", ""))
-    for prefix, _ in specs:
-        spec = doc
-        for part in prefix:
-            spec = spec[part]
-        yield PodView(kind, spec, prefix, demand(spec, prefix), kind == "Pod", namespace,
+    for (prefix, _), found in zip(specs, before, strict=True):
+        spec = patch.get(prefix)
+        # A demand still holds when no op went into the containers (they are shared, as is).
+        base = to_pointer(prefix)
+        if any(op["path"].startswith(f"{base}/{key}") for op in patch.ops for key in CONTAINERS):
+            found = demand(spec, prefix)
+        yield PodView(kind, spec, prefix, found, kind == "Pod", namespace,
                       products=targeted_products(spec))
 
 
@@ -154,12 +166,13 @@ def _ephemeral(
     """`kubectl debug`: only the ephemeral containers are new; they can carry no resources,
     so the one thing to check is whether they reach for GPUs through the environment."""
     found: list[Violation] = []
-    for view in _views(obj, specs, obj, namespace):
-        ephemeral = tuple(c for c in view.demand.containers if c.role == "ephemeral")
+    kind = str(obj.get("kind", ""))
+    for prefix, spec in specs:
+        ephemeral = tuple(c for c in demand(spec, prefix).containers if c.role == "ephemeral")
         if not ephemeral:
             continue
-        only = PodView(view.kind, view.spec, view.prefix,
-                       type(view.demand)(ephemeral, {}), view.is_pod, namespace, "ephemeral")
+        only = PodView(kind, spec, prefix, PodDemand(ephemeral, {}), kind == "Pod", namespace,
+                       "ephemeralcontainers")
         for policy in policies:
             found += [
                 Violation(f.rule, f.message, f.path, policy.name, policy.spec.mode, f.level)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 from policies.paths import FieldPath
@@ -57,6 +58,7 @@ _FIXED: dict[str, Resource] = {
 WHOLE_DEVICE = frozenset(n for n, r in _FIXED.items() if r.family == "whole")
 
 
+@lru_cache(maxsize=4096)
 def classify(name: str) -> Resource | None:
     """The accelerator resource behind a name, or None for cpu, memory and the like."""
     found = _FIXED.get(name)
@@ -69,6 +71,7 @@ def classify(name: str) -> Resource | None:
     return None
 
 
+@lru_cache(maxsize=4096)
 def mig_profile(name: str) -> str | None:
     """`nvidia.com/mig-1g.10gb.me` -> `1g.10gb+me` (the device plugin writes `+` as `.`)."""
     if not name.startswith("nvidia.com/mig-"):
