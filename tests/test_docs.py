@@ -1,0 +1,27 @@
+"""The README documents what the code has: every rule id, the two set-up commands."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from policies.rules import OTHER_RULE_IDS, RULES
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("rule", [*RULES, "node-selector-conflict"])
+def test_rule_in_readme_table(rule: str) -> None:
+    assert re.search(rf"^\| `{re.escape(rule)}` \|", README, re.MULTILINE), rule
+
+
+def test_other_rule_ids_are_known() -> None:
+    assert "node-selector-conflict" in OTHER_RULE_IDS
+
+
+def test_two_setup_commands() -> None:
+    setup = README.split("## Set up", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"^(make \w+)", setup, re.MULTILINE)
+    assert commands == ["make serve", "make test"]
