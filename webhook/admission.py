@@ -8,7 +8,7 @@ import base64
 import json
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from policies.decision import Decision, Violation
@@ -73,15 +73,22 @@ def read_review(body: bytes) -> dict[str, Any]:
     return request
 
 
+def _metadata(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The metadata of the object, then of the old object (a DELETE carries only that)."""
+    for key in ("object", "oldObject"):
+        obj = request.get(key)
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if isinstance(meta, dict):
+            yield meta
+
+
 def request_namespace(request: dict[str, Any]) -> str | None:
     """The namespace to judge in: the request's, else the object's own (cluster-scoped: None)."""
     ns = request.get("namespace")
     if ns:
         return str(ns)
-    for key in ("object", "oldObject"):
-        obj = request.get(key)
-        meta = obj.get("metadata") if isinstance(obj, dict) else None
-        if isinstance(meta, dict) and isinstance(meta.get("namespace"), str):
+    for meta in _metadata(request):
+        if isinstance(meta.get("namespace"), str):
             return str(meta["namespace"])
     return None
 
@@ -90,13 +97,10 @@ def request_name(request: dict[str, Any]) -> str:
     name = request.get("name")
     if name:
         return str(name)
-    for key in ("object", "oldObject"):
-        obj = request.get(key)
-        meta = obj.get("metadata") if isinstance(obj, dict) else None
-        if isinstance(meta, dict):
-            found = meta.get("name") or meta.get("generateName")
-            if isinstance(found, str):
-                return found
+    for meta in _metadata(request):
+        found = meta.get("name") or meta.get("generateName")
+        if isinstance(found, str):
+            return found
     return ""
 
 
