@@ -11,11 +11,11 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY policies ./policies
 COPY webhook ./webhook
 RUN python -m venv /opt/gpupolicy \
- && /opt/gpupolicy/bin/pip install --prefer-binary . \
+ && /opt/gpupolicy/bin/pip install --prefer-binary -c constraints.txt . \
  && /opt/gpupolicy/bin/pip uninstall --yes pip \
  && find /opt/gpupolicy -name '__pycache__' -prune -exec rm -rf {} +
 

