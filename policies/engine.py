@@ -20,8 +20,7 @@ from policies.patch import Patch
 from policies.paths import FieldPath, to_pointer
 from policies.resources import PodDemand, classify, demand
 from policies.rules import INTRINSIC_RULES, POLICY_RULES, visible_devices_bypass
-from policies.rules._common import targeted_products
-from policies.view import PodView
+from policies.view import PodView, targeted_products
 from policies.workloads import pod_specs
 
 _MODE_RANK = {"Enforce": 0, "Warn": 1, "Audit": 2}
@@ -40,21 +39,19 @@ def review(
     if operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
         return Decision(allowed=True, mutated=obj)
     specs = list(pod_specs(obj, context.workload_kinds))
-    policies = context.governing(namespace_of(obj, namespace)) if specs else ()
+    namespace = namespace_of(obj, namespace)
+    policies = context.governing(namespace) if specs else ()
     if not policies:
         return Decision(allowed=True, mutated=obj)
     if subresource == "ephemeralcontainers":
-        return _ephemeral(obj, specs, policies, context, namespace_of(obj, namespace))
+        return _ephemeral(obj, specs, policies, context, namespace)
     if subresource:  # status, resize, binding...: not a change of what the pod asks for
         return Decision(allowed=True, mutated=obj)
 
-    patch, found, views = _mutate(obj, specs, policies, namespace_of(obj, namespace))
+    patch, found, views = _mutate(obj, specs, policies, namespace)
     for view in views:
         found += _check(view, policies, context)
-    violations = tuple(
-        Violation(f.rule, f.message, f.path, policy.name, policy.spec.mode, f.level)
-        for policy, f in found
-    )
+    violations = tuple(_violation(policy, f) for policy, f in found)
     creating = operation == "CREATE"
     return Decision(
         allowed=not any(v.denies for v in violations),
@@ -94,6 +91,11 @@ def namespace_of(obj: Mapping[str, Any], namespace: str | None) -> str:
     meta = obj.get("metadata")
     own = meta.get("namespace") if isinstance(meta, dict) else None
     return own if isinstance(own, str) and own else namespace or "default"
+
+
+def _violation(policy: GPUPolicy, finding: Finding) -> Violation:
+    return Violation(finding.rule, finding.message, finding.path, policy.name,
+                     policy.spec.mode, finding.level)
 
 
 def _mutate(
@@ -174,10 +176,8 @@ def _ephemeral(
         only = PodView(kind, spec, prefix, PodDemand(ephemeral, {}), kind == "Pod", namespace,
                        "ephemeralcontainers")
         for policy in policies:
-            found += [
-                Violation(f.rule, f.message, f.path, policy.name, policy.spec.mode, f.level)
-                for f in visible_devices_bypass.check(only, policy, context)
-            ]
+            found += [_violation(policy, f)
+                      for f in visible_devices_bypass.check(only, policy, context)]
     return Decision(allowed=not any(v.denies for v in found), mutated=obj,
                     violations=tuple(found), policies=tuple(p.name for p in policies))
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from policies.inventory import PRODUCT_LABELS
 from policies.paths import FieldPath
 from policies.resources import PodDemand
 
@@ -25,3 +26,21 @@ class PodView:
 
     def at(self, *parts: str | int) -> FieldPath:
         return (*self.prefix, *parts)
+
+
+def targeted_products(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """GPU product names the pod pins itself to (nodeSelector or required affinity `In`)."""
+    found: list[str] = []
+    selector = spec.get("nodeSelector")
+    if isinstance(selector, dict):
+        found += [str(selector[k]) for k in PRODUCT_LABELS if k in selector]
+    affinity = spec.get("affinity")
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    required = (node_affinity or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    for term in terms if isinstance(terms, list) else ():
+        for expr in (term or {}).get("matchExpressions") or ():
+            if (isinstance(expr, dict) and expr.get("key") in PRODUCT_LABELS
+                    and expr.get("operator") == "In"):
+                found += [str(v) for v in expr.get("values") or ()]
+    return tuple(dict.fromkeys(found))
