@@ -56,5 +56,5 @@ def tool(name: str) -> str:
     """Real helm/kubectl from tools/bin (installed by `make test`)."""
     path = ROOT / "tools" / "bin" / name
     if not path.is_file():
-        pytest.skip(f"{path} not installed (run `make test`, which installs it)")
+        pytest.fail(f"{path} not installed: `make test` installs it (tools/install_k8s_tools.py)")
     return str(path)
