@@ -176,6 +176,17 @@ def test_match_conditions_switch(values: str, extra: tuple[str, ...], present: b
             assert [c["name"] for c in hook["matchConditions"]] == expected
 
 
+def test_hiding_gpus_sends_every_pod_to_the_mutation() -> None:
+    """hideGPUsFromNonGPUContainers changes pods without a GPU: the pod mutation must see them
+    all (it fails open), while validation still only sees GPU-related objects."""
+    policy = "policies.hide.inject.hideGPUsFromNonGPUContainers=true"
+    objects = render("default", ("--set", policy))
+    mutating, validating = webhooks(objects, MUTATING), webhooks(objects, VALIDATING)
+    assert "matchConditions" not in mutating["pods.mutate.gpupolicy.io"]
+    assert mutating["pods.mutate.gpupolicy.io"]["failurePolicy"] == "Ignore"
+    assert all("matchConditions" in hook for hook in validating.values())
+
+
 def _all_hooks_with(values: str, extra: tuple[str, ...]) -> list[tuple[str, dict[str, Any]]]:
     objects = render(values, extra)
     return [(k, h) for k in (MUTATING, VALIDATING) for h in webhooks(objects, k).values()]

@@ -41,6 +41,12 @@ objectSelector:
 {{- $fullname := include "gpupolicy.fullname" . }}
 {{- $mc := include "gpupolicy.matchConditionsOn" . }}
 {{- $podPaths := list "spec" }}
+{{- /* hideGPUsFromNonGPUContainers changes pods that ask for no GPU, so the pod mutation
+       must see every pod: it fails open (Ignore by default), so this blocks nothing. */}}
+{{- $hides := false }}
+{{- range $name, $spec := .Values.policies }}
+{{- if and $spec $spec.inject $spec.inject.hideGPUsFromNonGPUContainers }}{{ $hides = true }}{{ end }}
+{{- end }}
 {{- if .Values.webhooks.mutate.enabled }}
 apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingWebhookConfiguration
@@ -64,7 +70,7 @@ webhooks:
         resources: ["pods"]
         operations: ["CREATE"]
         scope: Namespaced
-    {{- if $mc }}
+    {{- if and $mc (not $hides) }}
     {{- include "gpupolicy.matchConditions" (dict "root" . "paths" $podPaths) | nindent 4 }}
     {{- end }}
   {{- if .Values.webhooks.mutate.templates }}
