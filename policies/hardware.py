@@ -13,7 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from policies.catalog import Catalog, GPUModel
-from policies.inventory import Pool
+from policies.inventory import PER_NODE_LABELS, Pool
 from policies.mig import fits
 from policies.quantity import Number
 from policies.resources import classify, mig_profile
@@ -23,6 +23,7 @@ from policies.view import PodView
 # Resources a node does not advertise: the device scheduler (HAMi, Volcano) accounts for them.
 _UNADVERTISED_UNITS = frozenset({"MB", "percent", "priority"})
 PRODUCT = "nvidia.com/gpu.product"
+SHARING = "nvidia.com/gpu.sharing-strategy"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,7 @@ class _Need:
     gpushare_gib: Number
     hami_mb: tuple[tuple[str, Number], ...]  # (container, MB per GPU)
     tolerations: tuple[Mapping[str, Any], ...]
+    most_gpus_in_a_container: Number
 
     @classmethod
     def of(cls, view: PodView, allowed_models: Sequence[Sequence[str]]) -> _Need:
@@ -91,6 +93,8 @@ class _Need:
             hami_mb=tuple((c.name, c.amount("nvidia.com/gpumem"))
                           for c in view.demand.containers if "nvidia.com/gpumem" in c.amounts),
             tolerations=tuple(_list(view.spec.get("tolerations"))),
+            most_gpus_in_a_container=max(
+                (c.amount("nvidia.com/gpu") for c in view.demand.containers), default=0),
         )
 
 
@@ -116,6 +120,10 @@ def _reasons(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[str]:
         yield f"taint {taint.key}{value}:{taint.effect} is not tolerated"
     yield from _selection(need.spec, pool)
     yield from _mig(need.mig, pool)
+    if need.most_gpus_in_a_container > 1 and pool.labels.get(SHARING) == "mps":
+        # MPS refuses a request for more than one of its shares at Allocate time.
+        yield (f"GPUs are shared with MPS here: a container may ask for 1 nvidia.com/gpu, "
+               f"not {need.most_gpus_in_a_container}")
     if amounts_known:
         yield from _amounts(need.totals, pool.allocatable)
     yield from _shared_memory(need, pool)
@@ -141,7 +149,10 @@ def _selection(spec: Mapping[str, Any], pool: Pool) -> Iterator[str]:
         labels = pool.labels
         for key, want in selector.items():
             have = labels.get(key)
-            if have != want:
+            if key in PER_NODE_LABELS:
+                if not any(pool.labels_of(n).get(key) == want for n in pool.node_names):
+                    yield f"nodeSelector {key}={want} matches none of its nodes"
+            elif have != want:
                 yield (f"nodeSelector {key}={want} does not match "
                        + (f"{key}={have}" if have is not None else f"(no {key} label)"))
     if not affinity_ok:
