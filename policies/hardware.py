@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from policies.catalog import Catalog, GPUModel
@@ -83,8 +84,7 @@ class _Need:
         totals = view.demand.totals
         return cls(
             spec=view.spec,
-            allowed=tuple((frozenset(map(Catalog.normalize, a)), ", ".join(a) or "none")
-                          for a in allowed_models),
+            allowed=tuple(_normalized(tuple(a)) for a in allowed_models),
             totals=totals,
             mig={p: int(v) for n, v in totals.items()
                  if (p := mig_profile(n)) is not None and v > 0 and v.denominator == 1},
@@ -96,6 +96,11 @@ class _Need:
             most_gpus_in_a_container=max(
                 (c.amount("nvidia.com/gpu") for c in view.demand.containers), default=0),
         )
+
+
+@lru_cache(maxsize=256)
+def _normalized(allowed: tuple[str, ...]) -> tuple[frozenset[str], str]:
+    return frozenset(map(Catalog.normalize, allowed)), ", ".join(allowed) or "none"
 
 
 def catalog_pools(catalog: Catalog) -> tuple[Pool, ...]:

@@ -21,7 +21,12 @@ INTRINSIC = True
 PER_CONTAINER_MB = ("nvidia.com/gpumem", "volcano.sh/vgpu-memory", "volcano.sh/gpu-memory")
 
 
+SHARED = frozenset({"gpushare", "hami", "volcano-vgpu", "volcano-gpushare"})
+
+
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
+    if not view.products or SHARED.isdisjoint(view.demand.families):
+        return
     models = [m for m in map(context.catalog.lookup, view.products) if m]
     if not models:
         return
