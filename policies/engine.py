@@ -19,7 +19,7 @@ from policies.mutate import inject
 from policies.patch import Patch
 from policies.paths import FieldPath, to_pointer
 from policies.resources import PodDemand, classify, demand
-from policies.rules import INTRINSIC_RULES, POLICY_RULES, visible_devices_bypass
+from policies.rules import for_families, visible_devices_bypass
 from policies.view import PodView, targeted_products
 from policies.workloads import pod_specs
 
@@ -138,11 +138,12 @@ def _check(
     # Facts (the apiserver's own checks, catalog facts) are reported once, under the
     # strictest policy: they hold whatever the policies say.
     strictest = min(policies, key=lambda p: _MODE_RANK[p.spec.mode])
-    for rule in INTRINSIC_RULES:
+    intrinsic, policy_rules = for_families(view.demand.present)
+    for rule in intrinsic:
         for finding in rule.check(view, strictest, context):
             yield strictest, finding
     for policy in policies:
-        for rule in POLICY_RULES:
+        for rule in policy_rules:
             for finding in rule.check(view, policy, context):
                 yield policy, finding
 

@@ -56,6 +56,8 @@ _FIXED: dict[str, Resource] = {
 }
 
 WHOLE_DEVICE = frozenset(n for n, r in _FIXED.items() if r.family == "whole")
+SHARED_FAMILIES: frozenset[Family] = frozenset(
+    {"gpushare", "hami", "volcano-vgpu", "volcano-gpushare"})
 
 
 @lru_cache(maxsize=4096)
@@ -105,6 +107,8 @@ class Container:
 class PodDemand:
     containers: tuple[Container, ...]
     totals: Mapping[str, Number]
+    # Families of every accelerator resource named with a valid quantity, zero included.
+    present: frozenset[Family] = frozenset()
 
     @property
     def gpu(self) -> bool:
@@ -144,7 +148,8 @@ def demand(spec: Mapping[str, Any], prefix: FieldPath) -> PodDemand:
         amounts = _amounts(c, path)
         gpu = any(a.value > 0 and a.resource.counts_as_gpu for a in amounts.values())
         containers.append(Container(path, str(c.get("name", "")), role, c, amounts, gpu))
-    return PodDemand(tuple(containers), _totals(containers))
+    present = frozenset(a.resource.family for c in containers for a in c.amounts.values())
+    return PodDemand(tuple(containers), _totals(containers), present)
 
 
 def _amounts(container: Mapping[str, Any], path: FieldPath) -> dict[str, Amount]:

@@ -2,13 +2,15 @@
 
 A rule module has `ID` (kebab-case, stable), `INTRINSIC` (True when the rule states a fact that
 does not depend on policy settings, such as the apiserver's own checks: it then runs once per
-pod, attributed to the strictest governing policy) and `check(view, policy, context)` yielding
-Findings. Its docstring carries PASS/FAIL examples and is the rule's documentation.
+pod, attributed to the strictest governing policy), optionally `FAMILIES` (the resource families
+without which it has nothing to say, so it is not run) and `check(view, policy, context)`
+yielding Findings. Its docstring carries PASS/FAIL examples and is the rule's documentation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import lru_cache
 from types import ModuleType
 from typing import Protocol
 
@@ -81,6 +83,17 @@ _MODULES: tuple[ModuleType, ...] = (
 RULES: dict[str, ModuleType] = {m.ID: m for m in _MODULES}
 INTRINSIC_RULES = tuple(m for m in _MODULES if m.INTRINSIC)
 POLICY_RULES = tuple(m for m in _MODULES if not m.INTRINSIC)
+
+
+@lru_cache(maxsize=64)
+def for_families(present: frozenset[str]) -> tuple[tuple[ModuleType, ...], tuple[ModuleType, ...]]:
+    """(intrinsic, policy) rules that can fire for a pod whose resources are of `present`
+    families: a rule with `FAMILIES` runs only when one of them is there."""
+    def wanted(rule: ModuleType) -> bool:
+        families = getattr(rule, "FAMILIES", None)
+        return families is None or not families.isdisjoint(present)
+
+    return (tuple(filter(wanted, INTRINSIC_RULES)), tuple(filter(wanted, POLICY_RULES)))
 # Rules that are not modules: they come from mutation and from reading the input.
 OTHER_RULE_IDS = ("node-selector-conflict", "pod-spec-malformed")
 

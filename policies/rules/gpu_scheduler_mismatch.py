@@ -20,6 +20,7 @@ from policies.view import PodView
 
 ID = "gpu-scheduler-mismatch"
 INTRINSIC = True
+FAMILIES = frozenset({"hami", "volcano-vgpu"})
 HAMI_SCHEDULERS = frozenset({"", "default-scheduler", "hami-scheduler"})
 
 

@@ -17,6 +17,7 @@ from policies.view import PodView
 
 ID = "gpushare-count-resource"
 INTRINSIC = True
+FAMILIES = frozenset({"gpushare"})
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

@@ -20,6 +20,7 @@ from policies.view import PodView
 
 ID = "mig-count-over-geometry"
 INTRINSIC = True
+FAMILIES = frozenset({"mig"})
 GPUS_PER_NODE = 8
 
 

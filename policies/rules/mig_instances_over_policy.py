@@ -16,6 +16,7 @@ from policies.view import PodView
 
 ID = "mig-instances-over-policy"
 INTRINSIC = False
+FAMILIES = frozenset({"mig"})
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

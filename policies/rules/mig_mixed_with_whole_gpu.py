@@ -17,6 +17,7 @@ from policies.view import PodView
 
 ID = "mig-mixed-with-whole-gpu"
 INTRINSIC = True
+FAMILIES = frozenset({"mig"})
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

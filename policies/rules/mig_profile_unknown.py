@@ -18,6 +18,7 @@ from policies.view import PodView
 
 ID = "mig-profile-unknown"
 INTRINSIC = True
+FAMILIES = frozenset({"mig"})
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

@@ -13,10 +13,12 @@ from collections.abc import Iterator
 from policies.context import Context
 from policies.decision import Finding
 from policies.model import GPUPolicy
+from policies.resources import SHARED_FAMILIES
 from policies.view import PodView
 
 ID = "shared-core-invalid"
 INTRINSIC = True
+FAMILIES = SHARED_FAMILIES
 PERCENT = ("nvidia.com/gpucores", "nvidia.com/gpumem-percentage",
            "volcano.sh/vgpu-cores", "volcano.sh/vgpu-memory-percentage")
 

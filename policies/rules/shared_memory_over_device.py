@@ -14,18 +14,17 @@ from collections.abc import Iterator
 from policies.context import Context
 from policies.decision import Finding
 from policies.model import GPUPolicy
+from policies.resources import SHARED_FAMILIES
 from policies.view import PodView
 
 ID = "shared-memory-over-device"
 INTRINSIC = True
+FAMILIES = SHARED_FAMILIES
 PER_CONTAINER_MB = ("nvidia.com/gpumem", "volcano.sh/vgpu-memory", "volcano.sh/gpu-memory")
 
 
-SHARED = frozenset({"gpushare", "hami", "volcano-vgpu", "volcano-gpushare"})
-
-
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
-    if not view.products or SHARED.isdisjoint(view.demand.families):
+    if not view.products:
         return
     models = [m for m in map(context.catalog.lookup, view.products) if m]
     if not models:

@@ -13,10 +13,12 @@ from fractions import Fraction
 from policies.context import Context
 from policies.decision import Finding
 from policies.model import GPUPolicy
+from policies.resources import SHARED_FAMILIES
 from policies.view import PodView
 
 ID = "shared-memory-over-policy"
 INTRINSIC = False
+FAMILIES = SHARED_FAMILIES
 TO_GIB = {
     "aliyun.com/gpu-mem": Fraction(1),
     "nvidia.com/gpumem": Fraction(1, 1024),
