@@ -17,14 +17,13 @@ from policies.hardware import PoolVerdict, catalog_pools, verdicts
 from policies.model import GPUPolicy
 from policies.mutate import inject
 from policies.patch import Patch
-from policies.paths import FieldPath, to_pointer
+from policies.paths import FieldPath
 from policies.resources import PodDemand, classify, demand
 from policies.rules import for_families, visible_devices_bypass
 from policies.view import PodView, targeted_products
 from policies.workloads import pod_specs
 
 _MODE_RANK = {"Enforce": 0, "Warn": 1, "Audit": 2}
-CONTAINERS = ("containers/", "initContainers/", "ephemeralContainers/")
 
 
 def review(
@@ -119,12 +118,19 @@ def _views(
     kind = str(original.get("kind", ""))
     for (prefix, _), found in zip(specs, before, strict=True):
         spec = patch.get(prefix)
-        # A demand still holds when no op went into the containers (they are shared, as is).
-        base = to_pointer(prefix)
-        if any(op["path"].startswith(f"{base}/{key}") for op in patch.ops for key in CONTAINERS):
-            found = demand(spec, prefix)
+        if spec is not _spec_before(patch, prefix):
+            # Copy on write: a container no op went into is the same object as before, and
+            # its amounts carry over.
+            found = demand(spec, prefix, found)
         yield PodView(kind, spec, prefix, found, kind == "Pod", namespace,
                       products=targeted_products(spec))
+
+
+def _spec_before(patch: Patch, prefix: FieldPath) -> Any:
+    node = patch.original
+    for part in prefix:
+        node = node[part]
+    return node
 
 
 def _check(

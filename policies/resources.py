@@ -142,12 +142,25 @@ def iter_containers(
             yield (*prefix, key, index), role, container
 
 
-def demand(spec: Mapping[str, Any], prefix: FieldPath) -> PodDemand:
+def demand(
+    spec: Mapping[str, Any], prefix: FieldPath, previous: PodDemand | None = None
+) -> PodDemand:
+    """The GPU demand of a pod spec. `previous`, the demand of an earlier version of the same
+    spec, lends its amounts to every container whose `resources` is still the same object."""
+    earlier = {c.path: c for c in previous.containers} if previous is not None else {}
     containers = []
+    reused = 0
     for path, role, c in iter_containers(spec, prefix):
+        before = earlier.get(path)
+        if before is not None and before.spec.get("resources") is c.get("resources"):
+            containers.append(Container(path, before.name, role, c, before.amounts, before.gpu))
+            reused += 1
+            continue
         amounts = _amounts(c, path)
         gpu = any(a.value > 0 and a.resource.counts_as_gpu for a in amounts.values())
         containers.append(Container(path, str(c.get("name", "")), role, c, amounts, gpu))
+    if previous is not None and reused == len(containers) == len(earlier):
+        return PodDemand(tuple(containers), previous.totals, previous.present)
     present = frozenset(a.resource.family for c in containers for a in c.amounts.values())
     return PodDemand(tuple(containers), _totals(containers), present)
 

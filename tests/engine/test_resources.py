@@ -80,3 +80,24 @@ def test_demand_paths_point_at_the_value_read() -> None:
     [container] = demand(spec, ("spec", "template", "spec")).containers
     assert container.amounts["nvidia.com/gpu"].path == (
         "spec", "template", "spec", "containers", 0, "resources", "limits", "nvidia.com/gpu")
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["env", "limits", "new-container", "nothing"],
+)
+def test_demand_from_a_previous_version_equals_a_fresh_one(change: str) -> None:
+    resources = {"limits": {"nvidia.com/gpu": 2}}
+    before = {"containers": [c("a", 1), {"name": "b", "resources": resources}]}
+    after = {"containers": [before["containers"][0], dict(before["containers"][1])]}
+    if change == "env":
+        after["containers"][1]["env"] = [{"name": "X", "value": "1"}]
+    elif change == "limits":
+        after["containers"][1]["resources"] = {"limits": {"nvidia.com/gpu": 3}}
+    elif change == "new-container":
+        after["containers"].append(c("z", 4))
+    previous = demand(before, ("spec",))
+    reused, fresh = demand(after, ("spec",), previous), demand(after, ("spec",))
+    assert reused.totals == fresh.totals and reused.present == fresh.present
+    assert [(x.path, x.spec, dict(x.amounts), x.gpu) for x in reused.containers] == [
+        (x.path, x.spec, dict(x.amounts), x.gpu) for x in fresh.containers]
