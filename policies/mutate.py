@@ -164,6 +164,16 @@ def _node_selector(
 
 
 def _node_affinity(patch: Patch, base: FieldPath, plan: Plan) -> None:
+    if not (plan.required or plan.preferred):
+        return
+    if patch.get(base) is None:  # nothing there yet: one op for all of it
+        affinity: dict[str, Any] = {}
+        if plan.required:
+            affinity[REQUIRED] = {"nodeSelectorTerms": [{"matchExpressions": list(plan.required)}]}
+        if plan.preferred:
+            affinity[PREFERRED] = list(plan.preferred)
+        patch.set(base, affinity)
+        return
     if plan.required:
         terms_path = (*base, REQUIRED, "nodeSelectorTerms")
         terms = patch.get(terms_path)

@@ -54,10 +54,3 @@ def _parse_text(text: str) -> Number:
     if suffix in _DECIMAL:
         return base * _DECIMAL[suffix]
     raise QuantityError(f"{text!r} has an unknown suffix {suffix!r}")
-
-
-def format_quantity(value: Number) -> str:
-    """Canonical text for what we emit: integers as plain digits, the rest in milli-units."""
-    if value.denominator == 1:
-        return str(value.numerator)
-    return f"{round(value * 1000)}m"

@@ -121,9 +121,6 @@ class PodDemand:
             for c in self.containers for a in c.amounts.values() if a.value > 0
         )
 
-    def gpu_containers(self) -> Iterator[Container]:
-        return (c for c in self.containers if c.gpu)
-
 
 def iter_containers(
     spec: Mapping[str, Any], prefix: FieldPath
