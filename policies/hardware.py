@@ -81,20 +81,23 @@ class _Need:
 
     @classmethod
     def of(cls, view: PodView, allowed_models: Sequence[Sequence[str]]) -> _Need:
-        totals = view.demand.totals
+        demand = view.demand
+        totals = demand.totals
+        app = [c for c in demand.containers if c.role == "app"]
         return cls(
             spec=view.spec,
             allowed=tuple(_normalized(tuple(a)) for a in allowed_models),
             totals=totals,
             mig={p: int(v) for n, v in totals.items()
-                 if (p := mig_profile(n)) is not None and v > 0 and v.denominator == 1},
-            gpushare_gib=sum((c.amount("aliyun.com/gpu-mem") for c in view.demand.containers
-                              if c.role == "app"), 0),
+                 if (p := mig_profile(n)) is not None and v > 0 and v.denominator == 1}
+            if "mig" in demand.present else {},
+            gpushare_gib=sum(c.amount("aliyun.com/gpu-mem") for c in app)
+            if "gpushare" in demand.present else 0,
             hami_mb=tuple((c.name, c.amount("nvidia.com/gpumem"))
-                          for c in view.demand.containers if "nvidia.com/gpumem" in c.amounts),
+                          for c in demand.containers if "nvidia.com/gpumem" in c.amounts),
             tolerations=tuple(_list(view.spec.get("tolerations"))),
             most_gpus_in_a_container=max(
-                (c.amount("nvidia.com/gpu") for c in view.demand.containers), default=0),
+                (c.amount("nvidia.com/gpu") for c in demand.containers), default=0),
         )
 
 
