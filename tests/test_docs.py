@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from policies.loading import parse_policies
 from policies.rules import OTHER_RULE_IDS, RULES
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
@@ -19,6 +20,13 @@ def test_rule_in_readme_table(rule: str) -> None:
 
 def test_other_rule_ids_are_known() -> None:
     assert "node-selector-conflict" in OTHER_RULE_IDS
+
+
+def test_policy_example_is_a_valid_policy() -> None:
+    section = README.split("## Policies", 1)[1].split("\n## ", 1)[0]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    [policy] = parse_policies(example, "README.md")
+    assert policy.spec.rules.require_hardware_match
 
 
 def test_two_setup_commands() -> None:
