@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,9 +18,15 @@ from webhook.cluster_sources import ClusterSources, namespace_labels
 from webhook.state import State
 
 
-def _labels_cache(client: Any) -> WatchCache:
-    return WatchCache("namespaces", k8s.CoreV1Api(client).list_namespace,
-                      project=namespace_labels, settings=FAST).start()
+@contextlib.contextmanager
+def labels_cache(client: Any) -> Iterator[WatchCache]:
+    """A started cache of namespace labels, stopped when the block ends."""
+    cache = WatchCache("namespaces", k8s.CoreV1Api(client).list_namespace,
+                       project=namespace_labels, settings=FAST).start()
+    try:
+        yield cache
+    finally:
+        cache.stop()
 
 
 def _step(server: FakeAPIServer, step: str) -> None:
@@ -44,8 +52,7 @@ EXPECTED_AFTER = {
 @pytest.mark.parametrize("step", list(EXPECTED_AFTER))
 def test_cache_converges_after_each_event_kind(api_server, client, step):
     api_server.add_all(namespace(f"ns-{i}", team="x") for i in range(3))
-    cache = _labels_cache(client)
-    try:
+    with labels_cache(client) as cache:
         assert cache.listed.wait(5)
         _step(api_server, step)
         wait_for(lambda: cache.resource_version == str(api_server.rv))
@@ -54,14 +61,11 @@ def test_cache_converges_after_each_event_kind(api_server, client, step):
             assert cache.snapshot()["ns-1"] == {"team": "changed"}
         if step == "add":
             assert cache.snapshot()["new"] == {"team": "a"}
-    finally:
-        cache.stop()
 
 
 def test_bookmark_moves_the_resume_point_without_changing_the_cache(api_server, client):
     api_server.add(namespace("a"))
-    cache = _labels_cache(client)
-    try:
+    with labels_cache(client) as cache:
         assert cache.listed.wait(5)
         api_server.add(node("n1"))  # a change elsewhere moves the global resourceVersion
         wait_for(lambda: api_server.active_watches() == 1)
@@ -69,8 +73,6 @@ def test_bookmark_moves_the_resume_point_without_changing_the_cache(api_server, 
         wait_for(lambda: cache.resource_version == str(api_server.rv))
         assert set(cache.snapshot()) == {"a"}
         assert "allowWatchBookmarks=true" in " ".join(api_server.requests)
-    finally:
-        cache.stop()
 
 
 def test_list_is_paginated_with_continue(api_server, client):
@@ -84,8 +86,7 @@ def test_list_is_paginated_with_continue(api_server, client):
 @pytest.mark.parametrize("outage", ["drop", "restart"])
 def test_relist_after_410_gone(api_server, client, outage):
     api_server.add_all(namespace(f"ns-{i}") for i in range(3))
-    cache = _labels_cache(client)
-    try:
+    with labels_cache(client) as cache:
         assert cache.listed.wait(5)
         relists = cache.relists
         wait_for(lambda: api_server.active_watches() == 1)
@@ -100,14 +101,11 @@ def test_relist_after_410_gone(api_server, client, outage):
             api_server.drop_watches()
         wait_for(lambda: cache.relists > relists)
         wait_for(lambda: set(cache.snapshot()) == {"ns-1", "ns-2", "while-away"})
-    finally:
-        cache.stop()
 
 
 def test_reconnects_and_resumes_from_last_resource_version(api_server, client):
     api_server.add(namespace("a"))
-    cache = _labels_cache(client)
-    try:
+    with labels_cache(client) as cache:
         assert cache.listed.wait(5)
         seen = cache.resource_version
         wait_for(lambda: api_server.active_watches() == 1)
@@ -118,20 +116,15 @@ def test_reconnects_and_resumes_from_last_resource_version(api_server, client):
         assert any(f"resourceVersion={seen}&" in r and "watch=true" in r
                    for r in api_server.requests)
         assert cache.errors >= 1
-    finally:
-        cache.stop()
 
 
 def test_backs_off_on_errors_then_lists(api_server, client):
     api_server.add(namespace("a"))
     api_server.fail_next(3, status=500)
-    cache = _labels_cache(client)
-    try:
+    with labels_cache(client) as cache:
         assert cache.listed.wait(5)
         assert cache.errors == 3
         assert "HTTP 500" in cache.last_error
-    finally:
-        cache.stop()
 
 
 def _sources(client: Any, files: list[Any] | None = None) -> tuple[State, ClusterSources]:
@@ -332,8 +325,7 @@ def test_node_cache_ignores_status_heartbeats(api_server, client, change, publis
 @pytest.mark.parametrize(("code", "relists", "errors"), [(410, 1, 0), (500, 0, 1)])
 def test_error_event_in_an_open_watch(api_server, client, code, relists, errors):
     api_server.add(namespace("a"))
-    cache = _labels_cache(client)
-    try:
+    with labels_cache(client) as cache:
         assert cache.listed.wait(5)
         wait_for(lambda: api_server.active_watches() == 1)
         before_relists, before_errors = cache.relists, cache.errors
@@ -343,5 +335,3 @@ def test_error_event_in_an_open_watch(api_server, client, code, relists, errors)
         api_server.add(namespace("b"))
         wait_for(lambda: set(cache.snapshot()) == {"a", "b"})
         assert cache.relists - before_relists == relists
-    finally:
-        cache.stop()
