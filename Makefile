@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 TOOLS   := tools/bin/.installed
 PORT    ?= 8443
 
-.PHONY: serve test lint bench tools clean
+.PHONY: serve test lint bench fuzz tools clean
 
 # constraints.txt pins what CI and every developer install (refresh: pip freeze in a fresh venv).
 $(STAMP): pyproject.toml constraints.txt
@@ -29,6 +29,10 @@ lint: $(STAMP)
 
 test: $(STAMP) $(TOOLS) lint
 	PATH="$(CURDIR)/tools/bin:$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q
+
+# The same fuzz tests as make test, with the long hypothesis profile (tests/conftest.py).
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -q -m fuzz
 
 bench: $(STAMP) $(TOOLS)
 	PATH="$(CURDIR)/tools/bin:$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench

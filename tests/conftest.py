@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import os
+
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Fuzz tests: a few hundred examples in make test (bounded time), many more in make fuzz.
+settings.register_profile("default", max_examples=200, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("fuzz", max_examples=5000, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = (ROOT.parent / "shared" / "corpus").resolve()
