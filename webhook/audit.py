@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, TextIO
 
-from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
+from policies.context import Context
 from policies.engine import namespace_of, review
-from policies.inventory import Inventory
 from policies.loading import PolicyLoadError
-from policies.model import GPUPolicy
 from webhook import sources
 from webhook.audit_cluster import ClusterChecks
 from webhook.audit_report import FORMATS, PENDING, SHARED_OVER, Collector, ObjectRef, write
@@ -76,36 +74,10 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 def build_context(args: argparse.Namespace, source: Source,
                   warn: Callable[[str], None]) -> Context:
-    catalog = sources.load_catalog()
-    policies = merge_policies(sources.load_policies(args.policies), source.policies(warn), warn)
-    namespaces = sources.load_namespaces(args.namespaces)
-    namespaces.update(source.namespaces())
-    if args.inventory:
-        inventory: Inventory | None = sources.load_inventory(args.inventory, catalog)
-    else:
-        nodes = source.nodes()
-        # name order, as the API server lists them: the same report from a dump in any order
-        inventory = (Inventory.from_nodes(sorted(nodes, key=_node_name), catalog)
-                     if nodes is not None else None)
-    excluded = (frozenset(args.exclude_namespace) if args.exclude_namespace is not None
-                else DEFAULT_EXCLUDED_NAMESPACES)
-    return Context(policies=policies, catalog=catalog, inventory=inventory,
-                   namespaces=namespaces, excluded_namespaces=excluded)
-
-
-def merge_policies(files: list[GPUPolicy], found: list[GPUPolicy],
-                   warn: Callable[[str], None]) -> list[GPUPolicy]:
-    """Policies from files, then the cluster's (or the inputs') GPUPolicy objects; on a name
-    clash the file wins, as in `serve`."""
-    taken = {p.name for p in files}
-    merged = list(files)
-    for policy in found:
-        if policy.name in taken:
-            warn(f"GPUPolicy/{policy.name}: a policy file already defines it; using the file")
-            continue
-        taken.add(policy.name)
-        merged.append(policy)
-    return merged
+    context, warnings = sources.build_context(args, source.cluster_objects(warn))
+    for line in warnings:
+        warn(line)
+    return context
 
 
 def audit(source: Source, context: Context, progress: Progress) -> Collector:
@@ -116,6 +88,8 @@ def audit(source: Source, context: Context, progress: Progress) -> Collector:
             audit_one(obj, kind, context, collector, checks)
         progress.advance(kind, len(batch))
     progress.done()
+    for file, problem in getattr(source, "problems", ()):
+        collector.unreadable_document(file, problem)
     finish(collector, checks)
     return collector
 
@@ -158,10 +132,6 @@ def finish(collector: Collector, checks: ClusterChecks) -> None:
         "pendingGPUPods": {"total": checks.pending_total,
                            "pods": [p.as_dict() for p in checks.pending]},
     }
-
-
-def _node_name(node: Mapping[str, Any]) -> str:
-    return str((node.get("metadata") or {}).get("name") or "")
 
 
 def _owned(kind: str, meta: dict[str, Any]) -> bool:

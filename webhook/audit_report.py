@@ -138,6 +138,14 @@ class Collector:
                 self.examples.append({"object": ref.label, "source": ref.source,
                                       "why": decision.denials[0].describe()})
 
+    def unreadable_document(self, file: str, problem: Any) -> None:
+        """A document the reader refused (invalid YAML, a repeated key...): Kubernetes would
+        not accept it, so it counts as refused, as in `lint` and `review`."""
+        self.refused_objects += 1
+        self.write(None, rule=problem.rule, severity="error", policy=None, mode=None,
+                   path=None, action="refuse", file=file, line=problem.line,
+                   message=f"{file}:{problem.line}:{problem.column}: {problem.message}")
+
     def failed(self, ref: ObjectRef, exc: Exception) -> None:
         self.audited[ref.kind] += 1
         self.write(ref, rule=ENGINE_ERROR, severity="error", policy=None, mode=None, path=None,

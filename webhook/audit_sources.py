@@ -15,11 +15,10 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from policies.model import GPUPolicy
 from policies.workloads import locations_for
-from webhook import sources
+from webhook import sources, yamlpos
 from webhook.cluster import ClusterError, api_client, list_all
-from webhook.cluster_sources import GROUP, PLURAL, VERSION, Invalid, gpupolicy, node_facts
+from webhook.cluster_sources import GROUP, PLURAL, VERSION, node_facts
 from webhook.progress import Progress
 
 Warn = Callable[[str], None]
@@ -70,21 +69,8 @@ def audited_kind(obj: dict[str, Any]) -> bool:
 
 
 class Source(Protocol):
-    def policies(self, warn: Warn) -> list[GPUPolicy]: ...
-    def namespaces(self) -> dict[str, dict[str, str]]: ...
-    def nodes(self) -> list[dict[str, Any]] | None: ...
+    def cluster_objects(self, warn: Warn) -> sources.ClusterObjects: ...
     def workloads(self, progress: Progress, unavailable: dict[str, str]) -> Batches: ...
-
-
-def _valid(objects: list[dict[str, Any]], warn: Warn) -> list[GPUPolicy]:
-    found = []
-    for obj in objects:
-        checked = gpupolicy(obj)
-        if isinstance(checked, Invalid):
-            warn(f"skipping invalid {checked.message}")
-        else:
-            found.append(checked)
-    return found
 
 
 class LiveSource:
@@ -110,24 +96,23 @@ class LiveSource:
         except ApiException as exc:
             raise ClusterError(f"cannot list {what}: HTTP {exc.status} {exc.reason}") from None
 
-    def policies(self, warn: Warn) -> list[GPUPolicy]:
+    def cluster_objects(self, warn: Warn) -> sources.ClusterObjects:
+        core = k8s.CoreV1Api(self.api)
+        found = sources.ClusterObjects()
+        for obj in self._everything(core.list_namespace, "namespaces"):
+            found.add({**obj, "kind": "Namespace"})
+        for obj in self._everything(core.list_node, "nodes"):
+            found.add({**node_facts(obj), "kind": "Node"})
         custom = k8s.CustomObjectsApi(self.api)
         func = functools.partial(custom.list_cluster_custom_object, GROUP, VERSION, PLURAL)
         try:
-            items = [obj for page in self._all(func) for obj in page]
+            for page in self._all(func):
+                for obj in page:
+                    found.add({**obj, "kind": "GPUPolicy"})
         except ApiException as exc:
             if exc.status != 404:  # 404: the CRD is not installed, so no custom policies
                 warn(f"cannot list GPUPolicy resources: HTTP {exc.status} {exc.reason}")
-            return []
-        return _valid(items, warn)
-
-    def namespaces(self) -> dict[str, dict[str, str]]:
-        objects = self._everything(k8s.CoreV1Api(self.api).list_namespace, "namespaces")
-        return sources.namespace_labels({"kind": "Namespace", **o} for o in objects)
-
-    def nodes(self) -> list[dict[str, Any]]:
-        return [node_facts(o) for o in self._everything(k8s.CoreV1Api(self.api).list_node,
-                                                        "nodes")]
+        return found
 
     def workloads(self, progress: Progress, unavailable: dict[str, str]) -> Batches:
         kinds: list[tuple[str, str, Callable[..., Any]]] = [
@@ -166,53 +151,48 @@ class LiveSource:
 
 
 class FileSource:
-    """Objects from files and directories (*.yaml, *.yml, *.json, recursively)."""
+    """Objects from files and directories (*.yaml, *.yml, *.json, recursively), read through
+    the one hardened reader. A file that cannot be read is reported and the others audited;
+    a document the reader refuses is a refusal, as in `lint` and `review`."""
 
     def __init__(self, paths: list[str]) -> None:
         self.files: list[Path] = []
         for path in paths:
-            self.files.extend(sources.policy_files(Path(path)))  # raises SourceError
-        self._special: dict[str, list[dict[str, Any]]] | None = None
-        self.unreadable: dict[str, str] = {}  # file -> why; the other files are still audited
+            self.files.extend(sources.manifest_files(Path(path)))  # raises SourceError
+        self.unreadable: dict[str, str] = {}  # file -> why
+        self.problems: list[tuple[str, yamlpos.SyntaxProblem]] = []
 
-    def _objects(self, file: Path) -> list[dict[str, Any]]:
+    def _objects(self, file: Path, *, record: bool = False) -> list[dict[str, Any]]:
         try:
-            return list(sources.read_objects(file))
+            stream = sources.read_stream(file)
         except sources.SourceError as exc:
             self.unreadable[str(file)] = str(exc).removeprefix(f"{file}: ")
             return []
+        if record:
+            self.problems.extend((str(file), p) for p in stream.problems)
+        return list(sources.stream_objects(stream))
 
-    def _scan(self) -> dict[str, list[dict[str, Any]]]:
+    def cluster_objects(self, warn: Warn) -> sources.ClusterObjects:
         """Namespace, Node and GPUPolicy documents, found in a first pass."""
-        if self._special is None:
-            found: dict[str, list[dict[str, Any]]] = {"Namespace": [], "Node": [], "GPUPolicy": []}
-            for file in self.files:
-                try:
-                    raw = file.read_bytes()
-                except OSError as exc:
-                    self.unreadable[str(file)] = exc.strerror or str(exc)
-                    continue
-                if not any(k.encode() in raw for k in found):
-                    continue
-                for obj in self._objects(file):
-                    if obj.get("kind") in found:
-                        found[str(obj["kind"])].append(obj)
-            self._special = found
-        return self._special
-
-    def policies(self, warn: Warn) -> list[GPUPolicy]:
-        return _valid(self._scan()["GPUPolicy"], warn)
-
-    def namespaces(self) -> dict[str, dict[str, str]]:
-        return sources.namespace_labels(self._scan()["Namespace"])
-
-    def nodes(self) -> list[dict[str, Any]] | None:
-        nodes = self._scan()["Node"]
-        return [node_facts(n) for n in nodes] if nodes else None
+        found = sources.ClusterObjects()
+        for file in self.files:
+            try:
+                raw = file.read_bytes()
+            except OSError:
+                continue  # reported by the workload pass
+            if not any(k.encode() in raw for k in sources.CLUSTER_KINDS):
+                continue
+            for obj in self._objects(file):
+                found.add(obj)
+        for problem in found.problems:
+            warn(problem)
+        found.problems.clear()
+        found.nodes = [node_facts(n) for n in found.nodes]
+        return found
 
     def workloads(self, progress: Progress, unavailable: dict[str, str]) -> Batches:
         for file in self.files:
-            for obj in self._objects(file):
+            for obj in self._objects(file, record=True):
                 if audited_kind(obj):
                     yield str(obj["kind"]), [obj]
         for name, why in sorted(self.unreadable.items()):

@@ -14,20 +14,18 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client as k8s
 from prometheus_client import Counter, Gauge
 
 from policies.inventory import Inventory
-from policies.loading import PolicyLoadError, parse_policies
-from policies.model import API_VERSION, KIND, GPUPolicy
+from policies.model import GPUPolicy
 from webhook.cluster import ClusterError, WatchCache, WatchSettings, api_client, in_cluster
+from webhook.sources import Invalid, gpupolicy
 
 log = logging.getLogger("gpupolicy.cluster")
 
@@ -45,14 +43,6 @@ RELISTS = Counter("gpupolicy_cluster_relists_total",
 INVALID_POLICIES = Gauge("gpupolicy_cluster_invalid_policies",
                          "GPUPolicy resources skipped because they are invalid or clash.",
                          multiprocess_mode="livemax")
-
-
-@dataclass(frozen=True)
-class Invalid:
-    """A GPUPolicy resource that did not validate; kept so it can be reported until fixed."""
-
-    name: str
-    message: str
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,21 +75,6 @@ def node_facts(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def gpupolicy(obj: dict[str, Any]) -> GPUPolicy | Invalid:
-    name = str((obj.get("metadata") or {}).get("name") or "?")
-    # list items come without kind/apiVersion; managedFields is server bookkeeping
-    obj = {"apiVersion": API_VERSION, "kind": KIND, **obj,
-           "metadata": {k: v for k, v in (obj.get("metadata") or {}).items()
-                        if k != "managedFields"}}
-    try:
-        (policy,) = parse_policies(json.dumps(obj), source=f"GPUPolicy/{name}")
-    except PolicyLoadError as exc:
-        reasons = "; ".join(f"{p.path}: {p.message}" if p.path else p.message
-                            for p in exc.problems)
-        return Invalid(name, f"GPUPolicy/{name}: {reasons}")
-    return policy
-
-
 class ClusterSources:
     def __init__(self, state: Any, api: k8s.ApiClient, *, settings: WatchSettings | None = None,
                  debounce: float = 0.2) -> None:
@@ -110,9 +85,7 @@ class ClusterSources:
         self._dirty = threading.Event()
         self._changed: set[str] = set()
         self._changed_lock = threading.Lock()
-        self._policy_lock = threading.Lock()
         self._stop = threading.Event()
-        self._file_policies: tuple[GPUPolicy, ...] | None = None
         self._reported: dict[str, str] = {}
         self._thread: threading.Thread | None = None
 
@@ -129,8 +102,6 @@ class ClusterSources:
             gpupolicy, optional=True,  # CRD not installed: no custom policies, not an error
         )
         self.caches = (self.namespaces, self.nodes, self.policies)
-        # FileSources updates this instead of the State, so file policies get merged
-        self.file_state = _FileView(self)
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -193,42 +164,41 @@ class ClusterSources:
             return
         with self._changed_lock:
             changed, self._changed = self._changed, set()
-        first = not self.state.loaded >= {"namespaces", "inventory"}
+        first = not self.state.loaded >= {"namespaces", "inventory", "cluster_policies"}
         parts: dict[str, Any] = {}
         if first or "namespaces" in changed:
             parts["namespaces"] = self.namespaces.snapshot()
         if first or "nodes" in changed:
-            parts["inventory"] = Inventory.from_nodes(self.nodes.snapshot().values(),
-                                                      self.state.catalog)
+            nodes = self.nodes.snapshot()
+            if nodes:
+                parts["inventory"] = Inventory.from_nodes(
+                    [nodes[k] for k in sorted(nodes)], self.state.catalog)
+                self.state.clear("inventory")
+            else:
+                # A cluster with no node is a broken list or RBAC, not a fact to judge with:
+                # keep the last good inventory (or stay unready) and say so.
+                self.state.fail("inventory", "the API server lists no Node objects; keeping "
+                                "the last good inventory")
+                log.error("the API server lists no Node objects; keeping the last inventory")
         if parts:
             self.state.update(**parts)
         if first or "gpupolicies" in changed:
             self._publish_policies()
 
     def _publish_policies(self) -> None:
-        # called by the publisher and by the file poller: one at a time
-        with self._policy_lock:
-            self._merge_policies()
-
-    def _merge_policies(self) -> None:
-        if self._file_policies is None or not self.policies.listed.is_set():
-            return  # /readyz waits for both the files and the first list of the resources
-        merged = list(self._file_policies)
-        taken = {p.name for p in merged}
+        valid: list[GPUPolicy] = []
         problems: dict[str, str] = {}
         for item in self.policies.snapshot().values():
             if isinstance(item, Invalid):
                 problems[item.name] = item.message
-            elif item.name in taken:
-                problems[item.name] = (f"GPUPolicy/{item.name}: a policy file already defines "
-                                       f"{item.name!r}; the file's version is used")
             else:
-                merged.append(item)
+                valid.append(item)
         self._report(problems)
-        self.state.update(policies=merged)
+        # the State merges them with the file policies (a file wins a name clash)
+        self.state.update(cluster_policies=valid)
+        INVALID_POLICIES.set(len(problems) + len(self.state.clashes))
 
     def _report(self, problems: dict[str, str]) -> None:
-        INVALID_POLICIES.set(len(problems))
         for name, message in problems.items():
             if self._reported.get(name) != message:
                 log.error("GPUPolicy %s skipped: %s", name, message)
@@ -236,25 +206,6 @@ class ClusterSources:
         for name in set(self._reported) - set(problems):
             self.state.clear(f"gpupolicy/{name}")
         self._reported = problems
-
-
-class _FileView:
-    """Stands in for the State in FileSources: policies from files are kept here and merged
-    with the GPUPolicy resources; everything else goes straight through."""
-
-    def __init__(self, owner: ClusterSources) -> None:
-        self._owner = owner
-
-    def update(self, **parts: Any) -> Any:
-        if "policies" in parts:
-            self._owner._file_policies = tuple(parts.pop("policies"))
-            self._owner._publish_policies()
-        if parts:
-            return self._owner.state.update(**parts)
-        return self._owner.state.context
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._owner.state, name)
 
 
 def from_args(args: argparse.Namespace, state: Any,
@@ -265,7 +216,7 @@ def from_args(args: argparse.Namespace, state: Any,
         return None
     sources = ClusterSources(state, api_client(getattr(args, "kubeconfig", None)),
                              settings=settings)
-    state.expected = frozenset(state.expected) | {"namespaces", "inventory"}
+    state.expect("namespaces", "inventory", "cluster_policies")
     return sources
 
 
@@ -280,19 +231,9 @@ def check(args: argparse.Namespace) -> list[str]:
     return []
 
 
-def attach(args: argparse.Namespace, state: Any, files: Any,
+def attach(args: argparse.Namespace, state: Any,
            settings: WatchSettings | None = None) -> ClusterSources | None:
     """`serve`'s hook, called once per worker: with `--kubeconfig` or in a pod, start the
-    cluster caches and let the FileSources feed its policies through them (to be merged with
-    the GPUPolicy resources). Namespaces and nodes then come from the cluster only, so
-    `--namespaces`/`--inventory` files stop being watched. Returns None outside a cluster."""
+    cluster caches feeding `state`. Returns None outside a cluster."""
     cluster = from_args(args, state, settings)
-    if cluster is None:
-        return None
-    files.state = cluster.file_state
-    ignored = [w.name for w in files.watched if w.name in ("namespaces", "inventory")]
-    files.watched = [w for w in files.watched if w.name not in ("namespaces", "inventory")]
-    if ignored:
-        log.warning("cluster mode: %s come from the API server; the files given are ignored",
-                    " and ".join(ignored))
-    return cluster.start()
+    return cluster.start() if cluster is not None else None

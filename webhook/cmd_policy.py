@@ -13,7 +13,7 @@ from typing import TextIO
 
 from policies.loading import PolicyLoadError, PolicyProblem, check_unique, parse_policies
 from policies.model import GPUPolicy
-from webhook.sources import SourceError, policy_files
+from webhook.sources import SourceError, manifest_files
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     try:
-        files = [file for path in args.paths for file in policy_files(Path(path))]
+        files = [file for path in args.paths for file in manifest_files(Path(path))]
     except SourceError as exc:
         stderr.write(f"gpupolicy policy check: {exc}\n")
         return 2

@@ -1,4 +1,9 @@
-"""`gpupolicy review FILE|-`: what the webhook would do with each document, as a JSON array."""
+"""`gpupolicy review FILE|-`: what the webhook would do with each document, as a JSON array.
+
+Input goes through the same hardened reader as `lint`: a document Kubernetes would refuse to
+read (invalid YAML, a repeated key, an alias bomb) is an entry with `allowed: false` and the
+reader's rule, so `review` and `lint` never disagree on it.
+"""
 
 from __future__ import annotations
 
@@ -7,43 +12,29 @@ import json
 import sys
 from typing import Any, TextIO
 
-import yaml
-
 from policies.engine import namespace_of, review
 from policies.loading import PolicyLoadError
-from webhook.sources import (
-    SourceError,
-    add_source_arguments,
-    context_from_args,
-    flatten,
-    namespace_labels,
-)
-
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+from webhook import sources, yamlpos
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="manifest file, or - for stdin")
     parser.add_argument("--namespace", "-n", default=None,
                         help="namespace of documents that name none (default: default)")
-    add_source_arguments(parser)
+    sources.add_source_arguments(parser)
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     try:
-        text = sys.stdin.read() if args.file == "-" else _read(args.file)
-        documents = [o for doc in yaml.load_all(text, Loader=_Loader) for o in flatten(doc)]
-        context = context_from_args(args, extra_namespaces=namespace_labels(documents))
-    except (OSError, UnicodeDecodeError) as exc:
-        stderr.write(f"gpupolicy review: {args.file}: {exc}\n")
-        return 2
-    except yaml.YAMLError as exc:
-        stderr.write(f"gpupolicy review: {args.file}: invalid YAML: {exc}\n")
-        return 2
-    except (SourceError, PolicyLoadError) as exc:
+        raw = sys.stdin.buffer.read() if args.file == "-" else sources.read_bytes(args.file)
+        stream = yamlpos.read_stream(raw)
+        documents = list(sources.stream_objects(stream))
+        found = sources.ClusterObjects(namespaces=sources.namespace_labels(documents))
+        context, _ = sources.build_context(args, found)
+    except (sources.SourceError, PolicyLoadError) as exc:
         stderr.write(f"gpupolicy review: {exc}\n")
         return 2
-    results = []
+    results = [_refused(args.file, p) for p in stream.problems]
     for doc in documents:
         namespace = namespace_of(doc, args.namespace)
         decision = review(doc, context, namespace=namespace)
@@ -64,6 +55,12 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return 0 if all(r["allowed"] for r in results) else 1
 
 
-def _read(path: str) -> str:
-    with open(path, encoding="utf-8") as handle:
-        return handle.read()
+def _refused(file: str, problem: yamlpos.SyntaxProblem) -> dict[str, Any]:
+    """A document the reader refused, in the shape of a review entry."""
+    where = f"{file}:{problem.line}:{problem.column}"
+    return {
+        "kind": None, "name": None, "namespace": None, "allowed": False, "patch": [],
+        "mutated": None, "warnings": [],
+        "violations": [{"rule": problem.rule, "severity": "error", "mode": "Enforce",
+                        "policy": None, "path": "", "message": f"{where}: {problem.message}"}],
+    }

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -27,9 +28,8 @@ from policies.engine import explain, namespace_of
 from policies.loading import PolicyLoadError
 from policies.paths import to_display
 from policies.workloads import locations_for
-from webhook import sources
-from webhook.audit import build_context
-from webhook.audit_sources import BUILT_IN, CUSTOM, FileSource, LiveSource
+from webhook import sources, yamlpos
+from webhook.audit_sources import BUILT_IN, CUSTOM, LiveSource
 from webhook.cluster import ClusterError
 
 
@@ -67,30 +67,38 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return 1 if any(not spec["fits"] for a in answers for spec in a["podSpecs"]) else 0
 
 
+_CLUSTER_REF = re.compile(r"^[A-Za-z0-9.-]+(/[a-z0-9][a-z0-9.-]*){1,2}$")
+
+
 def _is_file(target: str) -> bool:
-    return target == "-" or Path(target).exists() or target.endswith((".yaml", ".yml", ".json"))
+    """A path (existing or not) unless it reads as NS/NAME or KIND/NS/NAME."""
+    return (target == "-" or Path(target).exists() or target.endswith((".yaml", ".yml", ".json"))
+            or not _CLUSTER_REF.match(target))
 
 
 def _load(args: argparse.Namespace, warn: Any) -> tuple[list[dict[str, Any]], Context,
                                                         dict[int, str]]:
     if _is_file(args.target):
-        path = args.target
-        if path == "-":
-            import tempfile
-
-            with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as tmp:
-                tmp.write(sys.stdin.read())
-            path = tmp.name
-        try:
-            source = FileSource([path])
-            objects = [o for o in sources.read_objects(path) if locations_for(o)]
-            return objects, build_context(args, source, warn), {}
-        finally:
-            if path != args.target:
-                Path(path).unlink()
+        raw = sys.stdin.buffer.read() if args.target == "-" else sources.read_bytes(args.target)
+        stream = yamlpos.read_stream(raw)
+        if stream.problems:
+            p = stream.problems[0]
+            raise sources.SourceError(f"{args.target}:{p.line}:{p.column}: {p.message}")
+        found = sources.ClusterObjects()
+        objects = []
+        for obj in sources.stream_objects(stream):
+            found.add(obj)
+            if locations_for(obj):
+                objects.append(obj)
+        context, warnings = sources.build_context(args, found)
+        for line in warnings:
+            warn(line)
+        return objects, context, {}
     live = LiveSource.connect(args.kubeconfig, args.context, 500)
     obj = fetch(live, args.target)
-    context = build_context(args, live, warn)
+    context, warnings = sources.build_context(args, live.cluster_objects(warn))
+    for line in warnings:
+        warn(line)
     return [obj], context, {id(obj): scheduler_message(obj)}
 
 

@@ -20,6 +20,7 @@ from typing import Any, TextIO
 from policies.paths import FieldPath, to_display
 from webhook import report, yamlpos
 from webhook.report import ReportFinding
+from webhook.sources import manifest_files
 
 SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "-"
@@ -86,20 +87,28 @@ class UsageError(Exception):
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from policies.loading import PolicyLoadError
-    from webhook.sources import SourceError, context_from_args
+    from webhook import sources
 
     try:
         if args.fix and STDIN in args.paths:
             raise UsageError("--fix cannot write to standard input; use --fix-dry-run")
         inputs = collect_inputs(args.paths, stdin_name=args.stdin_filename)
-        loaded = [(name, raw if raw is not None else _read(name)) for name, raw in inputs]
-    except UsageError as exc:
+    except (UsageError, sources.SourceError) as exc:
         stderr.write(f"gpupolicy lint: {exc}\n")
         return 2
+    loaded: list[tuple[str, bytes]] = []
+    unreadable = False
+    for name, raw in inputs:
+        try:
+            loaded.append((name, raw if raw is not None else sources.read_bytes(name)))
+        except sources.SourceError as exc:  # the other files are still linted
+            stderr.write(f"gpupolicy lint: {exc}\n")
+            unreadable = True
     streams = {name: yamlpos.read_stream(raw) for name, raw in _namespace_files(loaded)}
     try:
-        context = context_from_args(args, extra_namespaces=namespaces_in(streams.values()))
-    except (SourceError, PolicyLoadError) as exc:
+        found = sources.ClusterObjects(namespaces=namespaces_in(streams.values()))
+        context, _ = sources.build_context(args, found)
+    except (sources.SourceError, PolicyLoadError) as exc:
         stderr.write(f"gpupolicy lint: {exc}\n")
         return 2
     result = Result()
@@ -114,7 +123,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         from webhook import fix
 
         fix.apply_edits(dict(loaded), result.edits, write=args.fix, stdout=stdout, stderr=stderr)
-    return emit(args, result, stdout, stderr)
+    status = emit(args, result, stdout, stderr)
+    return 2 if unreadable else status
 
 
 def emit(args: argparse.Namespace, result: Result, stdout: TextIO, stderr: TextIO) -> int:
@@ -146,7 +156,10 @@ def collect_inputs(paths: Sequence[str], *, stdin_name: str) -> list[tuple[str, 
     seen: set[Path] = set()  # a file named twice (or inside a named folder) is linted once
 
     def add(name: str) -> None:
-        key = Path(name).resolve()
+        try:
+            key = Path(name).resolve()
+        except (OSError, RuntimeError):  # a symlink loop: reading it will say so
+            key = Path(name).absolute()
         if key not in seen:
             seen.add(key)
             out.append((name, None))
@@ -158,30 +171,13 @@ def collect_inputs(paths: Sequence[str], *, stdin_name: str) -> list[tuple[str, 
             continue
         p = Path(path)
         if p.is_dir():
-            for found in _walk(p):
+            for found in manifest_files(p):
                 add(str(found))
-        elif p.is_file():
+        elif p.is_file() or p.is_symlink():
             add(path)
         else:
             raise UsageError(f"{path}: no such file or directory")
     return out
-
-
-def _walk(root: Path) -> list[Path]:
-    found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        # .git, .terraform and mounted ConfigMap internals (`..data`) are not manifests.
-        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-        found.extend(Path(dirpath, name) for name in filenames
-                     if name.endswith(SUFFIXES) and not name.startswith("."))
-    return sorted(found)
-
-
-def _read(name: str) -> bytes:
-    try:
-        return Path(name).read_bytes()
-    except OSError as exc:
-        raise UsageError(f"{name}: cannot read: {exc.strerror or exc}") from None
 
 
 def _namespace_files(loaded: list[tuple[str, bytes]]) -> Iterator[tuple[str, bytes]]:
@@ -190,16 +186,11 @@ def _namespace_files(loaded: list[tuple[str, bytes]]) -> Iterator[tuple[str, byt
 
 
 def namespaces_in(streams: Any) -> dict[str, dict[str, str]]:
-    from webhook.sources import namespace_labels
+    from webhook.sources import namespace_labels, stream_objects
 
     found: dict[str, dict[str, str]] = {}
     for stream in streams:
-        for doc in stream.documents:
-            objects = [obj for _, obj in doc.objects()]
-            try:
-                found.update(namespace_labels(objects))
-            except (AttributeError, TypeError):  # labels that are not a mapping: not usable
-                continue
+        found.update(namespace_labels(stream_objects(stream)))
     return found
 
 

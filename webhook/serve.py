@@ -189,15 +189,16 @@ def _tls_files(args: argparse.Namespace, stdout: TextIO) -> tuple[str, str]:
 
 
 def _build(args: argparse.Namespace, record: bool = True) -> tuple[Any, Any]:
+    from webhook.cluster_sources import wanted
     from webhook.state import FileSources, State
 
-    excluded = (frozenset(args.exclude_namespace) if args.exclude_namespace is not None
-                else frozenset({"kube-system", args.namespace}))
-    expect = ["policies"] + (["namespaces"] if args.namespaces else []) + (
-        ["inventory"] if args.inventory else [])
+    cluster = wanted(args)
+    excluded = sources.excluded_namespaces(args.exclude_namespace, args.namespace)
+    expect = ["policies"] + (["namespaces"] if args.namespaces and not cluster else []) + (
+        ["inventory"] if args.inventory and not cluster else [])
     state = State(sources.load_catalog(), excluded_namespaces=excluded, expect=expect)
     files = FileSources(state, policies=args.policies, namespaces=args.namespaces,
-                        inventory=args.inventory, record=record)
+                        inventory=args.inventory, record=record, cluster=cluster)
     return state, files
 
 
@@ -232,7 +233,7 @@ def _load_app(args: argparse.Namespace) -> Any:
     state, files = _build(args)
     from webhook import cluster_sources
 
-    cluster_sources.attach(args, state, files)  # None outside a cluster / without --kubeconfig
+    cluster_sources.attach(args, state)  # None outside a cluster / without --kubeconfig
     files.load_all()
     files.start(args.reload_interval)
     return create_app(state, max_body=args.max_body_bytes)

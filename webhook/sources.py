@@ -1,127 +1,242 @@
-"""Reading the engine's inputs from disk: policy files, the GPU catalog, node inventory and
-namespace files. Every front door builds its Context here, so all three see the same thing."""
+"""Files and the cluster's own objects -> the engine's Context. The one way in for every front
+door: `review`, `lint`, `explain`, `audit` and `serve` read files here, through the one
+hardened reader (webhook/yamlpos.py: duplicate keys, alias bombs and over-deep nesting are
+refused the same way everywhere), and build their Context here.
+
+Fail safe, never silent: a policy source with no policy, an inventory with no node and a path
+that cannot be read are errors (SourceError), never "no policies" or "a cluster of no nodes".
+"""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Iterator
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from policies.catalog import Catalog
 from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
 from policies.inventory import Inventory
 from policies.loading import PolicyLoadError, PolicyProblem, check_unique, parse_policies
-from policies.model import GPUPolicy
+from policies.model import API_VERSION, KIND, GPUPolicy
+from webhook import yamlpos
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / "policies"
 BUNDLED_POLICIES = PACKAGE_DIR / "defaults"
 CATALOG_FILE = PACKAGE_DIR / "data" / "catalog.yaml"
-POLICY_SUFFIXES = (".yaml", ".yml", ".json")
-
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+SUFFIXES = (".yaml", ".yml", ".json")
+# Kinds that describe the cluster rather than a workload: read from the inputs of every door.
+CLUSTER_KINDS = ("Namespace", "Node", "GPUPolicy")
 
 
 class SourceError(ValueError):
-    """An input file that cannot be used; the message names the file."""
+    """An input that cannot be used; the message names the file (and line)."""
 
 
-def policy_files(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
-    if not path.is_dir():
-        raise SourceError(f"{path}: no such file or directory")
-    # A mounted ConfigMap keeps its data in hidden `..data` folders behind symlinks: skip dot files.
-    return sorted(
-        p for p in path.rglob("*")
-        if p.suffix in POLICY_SUFFIXES and p.is_file()
-        and not any(part.startswith(".") for part in p.relative_to(path).parts)
-    )
+# ---- files ----------------------------------------------------------------------------------
+
+def manifest_files(path: Path) -> list[Path]:
+    """`path` itself, or the manifests under it (sorted). Hidden files and folders are skipped
+    (`.git`, a mounted ConfigMap's `..data`); symlinked folders are not followed, so a link
+    loop cannot hang the walk. Raises SourceError for a path that is not there."""
+    try:
+        if path.is_file():
+            return [path]
+        if not path.is_dir():
+            raise SourceError(f"{path}: no such file or directory")
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    found: list[Path] = []
+    errors: list[OSError] = []
+    for dirpath, dirnames, filenames in os.walk(path, onerror=errors.append):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        found.extend(Path(dirpath, name) for name in filenames
+                     if name.endswith(SUFFIXES) and not name.startswith("."))
+    if errors:
+        first = errors[0]
+        raise SourceError(f"{first.filename}: cannot read: {first.strerror or first}")
+    return sorted(found)
 
 
-def load_policies(path: str | Path | None = None) -> list[GPUPolicy]:
-    """Policies from a file or directory; the bundled defaults when `path` is None."""
+def read_bytes(path: Path | str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def read_stream(path: Path | str) -> yamlpos.Stream:
+    """A file through the hardened reader; its problems (bad YAML, duplicate keys...) stay in
+    the stream for the caller to report."""
+    return yamlpos.read_stream(read_bytes(path))
+
+
+def stream_objects(stream: yamlpos.Stream) -> Iterator[dict[str, Any]]:
+    """The Kubernetes objects of a stream; `kind: List` (and `PodList`...) flattened."""
+    for doc in stream.documents:
+        for _, obj in doc.objects():
+            yield obj
+
+
+def read_objects(path: Path | str) -> list[dict[str, Any]]:
+    """Every object of a file that must be read whole (an inventory, namespaces): any problem
+    in it is a SourceError naming file and line."""
+    stream = read_stream(path)
+    if stream.problems:
+        raise SourceError(_describe(path, stream.problems))
+    return list(stream_objects(stream))
+
+
+def _describe(path: Path | str, problems: Sequence[yamlpos.SyntaxProblem]) -> str:
+    first = problems[0]
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{path}:{first.line}:{first.column}: {first.message}{more}"
+
+
+# ---- the engine's inputs --------------------------------------------------------------------
+
+def load_catalog(path: Path | str = CATALOG_FILE) -> Catalog:
+    stream = read_stream(path)
+    if stream.problems or not stream.documents:
+        raise SourceError(_describe(path, stream.problems) if stream.problems
+                          else f"{path}: empty GPU catalog")
+    return Catalog.from_data(stream.documents[0].data)
+
+
+def load_policies(path: Path | str | None = None) -> list[GPUPolicy]:
+    """Policies from a file or directory; the bundled defaults when `path` is None. A source
+    with no policy in it is an error: an empty or half-written directory must never mean
+    "nothing is governed". Raises SourceError / PolicyLoadError."""
     root = Path(path) if path is not None else BUNDLED_POLICIES
     loaded: list[tuple[str, GPUPolicy]] = []
     problems: list[PolicyProblem] = []
-    for file in policy_files(root):
-        try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            problems.append(PolicyProblem(str(file), 0, 0, "", f"cannot read: {exc}"))
+    files = manifest_files(root)
+    for file in files:
+        raw = read_bytes(file)
+        stream = yamlpos.read_stream(raw)
+        if stream.problems:
+            problems.extend(PolicyProblem(str(file), p.document, p.line, "", p.message)
+                            for p in stream.problems)
             continue
         try:
-            loaded.extend((str(file), p) for p in parse_policies(text, str(file)))
+            loaded.extend((str(file), p) for p in parse_policies(stream.text, str(file)))
         except PolicyLoadError as exc:
             problems.extend(exc.problems)
     if problems:
         raise PolicyLoadError(problems)
+    if not loaded:
+        what = "no policy files" if not files else "no GPUPolicy documents"
+        raise SourceError(f"{root}: {what} (refusing to run with no policies)")
     check_unique(loaded)
     return [p for _, p in loaded]
 
 
-def load_catalog(path: str | Path = CATALOG_FILE) -> Catalog:
-    return Catalog.from_data(_load_yaml(Path(path)))
-
-
-def read_objects(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Kubernetes objects from a YAML/JSON stream; `kind: List` is flattened."""
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-        documents = list(yaml.load_all(text, Loader=_Loader))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise SourceError(f"{file}: {exc}") from None
-    for doc in documents:
-        yield from flatten(doc)
-
-
-def flatten(doc: Any) -> Iterator[dict[str, Any]]:
-    """The objects in one document: `kind: List` and typed lists (`PodList`, what
-    `kubectl get -o yaml` prints) give their items; anything not a mapping gives nothing."""
-    if not isinstance(doc, dict):
-        return
-    if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
-        for item in doc["items"]:
-            yield from flatten(item)
-    else:
-        yield doc
-
-
-def load_inventory(path: str | Path, catalog: Catalog) -> Inventory:
+def load_inventory(path: Path | str, catalog: Catalog) -> Inventory:
     nodes = [o for o in read_objects(path) if o.get("kind") == "Node"]
-    return Inventory.from_nodes(nodes, catalog)
+    if not nodes:
+        # What a failed `kubectl get nodes -o yaml > nodes.yaml` leaves: not "no nodes".
+        raise SourceError(f"{path}: no Node objects (expected `kubectl get nodes -o yaml`)")
+    return Inventory.from_nodes(sorted(nodes, key=_name), catalog)
 
 
-def load_namespaces(paths: Iterable[str | Path]) -> dict[str, dict[str, str]]:
+def load_namespaces(paths: Iterable[Path | str]) -> dict[str, dict[str, str]]:
     """Namespace name -> labels, from files of Namespace objects."""
     found: dict[str, dict[str, str]] = {}
     for path in paths:
-        for obj in read_objects(path):
-            found.update(namespace_labels([obj]))
+        found.update(namespace_labels(read_objects(path)))
     return found
 
 
-def namespace_labels(objects: Iterable[dict[str, Any]]) -> dict[str, dict[str, str]]:
+def namespace_labels(objects: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """Name -> labels of the Namespace objects among `objects`; malformed ones are skipped
+    (labels that are not a mapping of strings cannot select anything)."""
     found: dict[str, dict[str, str]] = {}
     for obj in objects:
-        if obj.get("kind") != "Namespace":
+        if obj.get("kind", "Namespace") != "Namespace":
             continue
-        meta = obj.get("metadata") or {}
-        name = meta.get("name")
-        if isinstance(name, str):
-            labels = meta.get("labels") or {}
-            found[name] = {str(k): str(v) for k, v in labels.items()}
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+            continue
+        labels = meta.get("labels") or {}
+        if isinstance(labels, dict):
+            found[meta["name"]] = {str(k): str(v) for k, v in labels.items()}
     return found
 
 
-def _load_yaml(path: Path) -> Any:
+def merge_policies(
+    files: Sequence[GPUPolicy], resources: Iterable[GPUPolicy]
+) -> tuple[list[GPUPolicy], dict[str, str]]:
+    """Policies from files, then GPUPolicy objects (cluster resources, or documents among the
+    inputs). A name clash keeps the file's; the skipped object is returned as a problem."""
+    merged = list(files)
+    taken = {p.name for p in merged}
+    problems: dict[str, str] = {}
+    for policy in resources:
+        if policy.name in taken:
+            problems[policy.name] = (f"GPUPolicy/{policy.name}: a policy file already defines "
+                                     f"{policy.name!r}; the file's version is used")
+            continue
+        taken.add(policy.name)
+        merged.append(policy)
+    return merged, problems
+
+
+def excluded_namespaces(given: Sequence[str] | None, own: str | None = None) -> frozenset[str]:
+    """Namespaces no policy governs: as given, else kube-system (and the server's own)."""
+    if given is not None:
+        return frozenset(given)
+    return DEFAULT_EXCLUDED_NAMESPACES | ({own} if own else set())
+
+
+@dataclass
+class ClusterObjects:
+    """The cluster-describing objects found among a door's inputs (or listed from a cluster)."""
+
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    policies: list[GPUPolicy] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # invalid GPUPolicy objects
+
+    def add(self, obj: Mapping[str, Any]) -> None:
+        kind = obj.get("kind")
+        if kind == "Namespace":
+            self.namespaces.update(namespace_labels([obj]))
+        elif kind == "Node":
+            self.nodes.append(dict(obj))
+        elif kind == "GPUPolicy":
+            checked = gpupolicy(obj)
+            if isinstance(checked, Invalid):
+                self.problems.append(f"skipping invalid {checked.message}")
+            else:
+                self.policies.append(checked)
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """A GPUPolicy object that did not validate; kept so it can be reported until fixed."""
+
+    name: str
+    message: str
+
+
+def gpupolicy(obj: Mapping[str, Any]) -> GPUPolicy | Invalid:
+    """A GPUPolicy object (a cluster resource or a document among the inputs), validated."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    name = str(meta.get("name") or "?")
+    # list items come without kind/apiVersion; managedFields is server bookkeeping
+    doc = {"apiVersion": API_VERSION, "kind": KIND, **obj,
+           "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
-    except (OSError, yaml.YAMLError) as exc:
-        raise SourceError(f"{path}: {exc}") from None
+        (policy,) = parse_policies(json.dumps(doc, default=str), source=f"GPUPolicy/{name}")
+    except PolicyLoadError as exc:
+        reasons = "; ".join(f"{p.path}: {p.message}" if p.path else p.message
+                            for p in exc.problems)
+        return Invalid(name, f"GPUPolicy/{name}: {reasons}")
+    return policy
 
 
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
@@ -135,21 +250,31 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
                         help="namespaces no policy governs (default: kube-system)")
 
 
-def context_from_args(
-    args: argparse.Namespace, *, extra_namespaces: dict[str, dict[str, str]] | None = None
-) -> Context:
-    """The Context every CLI front door uses. Raises SourceError / PolicyLoadError."""
-    catalog = load_catalog()
-    policies = load_policies(args.policies)
-    inventory = load_inventory(args.inventory, catalog) if args.inventory else None
+def build_context(
+    args: argparse.Namespace, found: ClusterObjects | None = None, *,
+    catalog: Catalog | None = None, own_namespace: str | None = None,
+) -> tuple[Context, list[str]]:
+    """The Context of a CLI door from its flags and the cluster objects among its inputs (or
+    listed from a cluster): files first, then `found`. Returns the Context and the warnings
+    to show (GPUPolicy objects skipped). Raises SourceError / PolicyLoadError."""
+    found = found or ClusterObjects()
+    catalog = catalog or load_catalog()
+    policies, clashes = merge_policies(load_policies(args.policies), found.policies)
     namespaces = load_namespaces(args.namespaces)
-    if extra_namespaces:
-        namespaces.update(extra_namespaces)
-    excluded = (
-        frozenset(args.exclude_namespace) if args.exclude_namespace is not None
-        else DEFAULT_EXCLUDED_NAMESPACES
+    namespaces.update(found.namespaces)
+    inventory: Inventory | None = None
+    if args.inventory:
+        inventory = load_inventory(args.inventory, catalog)
+    elif found.nodes:
+        # name order, as the API server lists them: the same answer from a dump in any order
+        inventory = Inventory.from_nodes(sorted(found.nodes, key=_name), catalog)
+    context = Context(
+        policies=policies, catalog=catalog, inventory=inventory, namespaces=namespaces,
+        excluded_namespaces=excluded_namespaces(args.exclude_namespace, own_namespace),
     )
-    return Context(
-        policies=policies, catalog=catalog, inventory=inventory,
-        namespaces=namespaces, excluded_namespaces=excluded,
-    )
+    return context, [*found.problems, *clashes.values()]
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    return str(meta.get("name") or "") if isinstance(meta, dict) else ""

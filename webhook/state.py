@@ -10,19 +10,15 @@ no lock.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from policies.catalog import Catalog
 from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
-from policies.inventory import Inventory
 from policies.loading import PolicyLoadError
-from policies.model import GPUPolicy
 from webhook import logs, metrics, sources
-
-_UNSET: Any = object()
 
 
 class State:
@@ -34,10 +30,11 @@ class State:
         expect: Collection[str] = ("policies",),
     ) -> None:
         self._lock = threading.Lock()
-        self._policies: Sequence[GPUPolicy] = ()
-        self._namespaces: Mapping[str, Mapping[str, str]] = {}
-        self._inventory: Inventory | None = None
+        self._parts: dict[str, Any] = {
+            "policies": (), "cluster_policies": (), "namespaces": {}, "inventory": None,
+        }
         self._excluded = excluded_namespaces
+        self._clashes: set[str] = set()
         self.catalog = catalog
         self.expected = frozenset(expect)  # sources that must load once before /readyz is 200
         self.loaded: set[str] = set()
@@ -46,29 +43,37 @@ class State:
             policies=(), catalog=catalog, excluded_namespaces=excluded_namespaces
         )
 
-    def update(
-        self,
-        *,
-        policies: Sequence[GPUPolicy] = _UNSET,
-        namespaces: Mapping[str, Mapping[str, str]] = _UNSET,
-        inventory: Inventory | None = _UNSET,
-    ) -> Context:
-        """Replace the given parts and publish a new Context; the others stay as they are."""
+    def expect(self, *sources: str) -> None:
+        self.expected = self.expected | set(sources)
+
+    def update(self, **parts: Any) -> Context:
+        """Replace the given parts (`policies` from files, `cluster_policies` from GPUPolicy
+        resources, `namespaces`, `inventory`) and publish a new Context; the others stay."""
         with self._lock:
-            if policies is not _UNSET:
-                self._policies = tuple(policies)
-                self.loaded.add("policies")
-            if namespaces is not _UNSET:
-                self._namespaces = dict(namespaces)
-                self.loaded.add("namespaces")
-            if inventory is not _UNSET:
-                self._inventory = inventory
-                self.loaded.add("inventory")
+            unknown = set(parts) - set(self._parts)
+            if unknown:
+                raise TypeError(f"unknown state parts: {sorted(unknown)}")
+            self._parts.update(parts)
+            self.loaded.update(parts)
+            policies, clashes = sources.merge_policies(
+                self._parts["policies"], self._parts["cluster_policies"])
+            # a GPUPolicy resource skipped for a clash is reported like an invalid one
+            for name in self._clashes - set(clashes):
+                self.errors.pop(f"gpupolicy/{name}", None)
+            for name, message in clashes.items():
+                self.errors[f"gpupolicy/{name}"] = message
+            self._clashes = set(clashes)
             self.context = Context(
-                policies=self._policies, catalog=self.catalog, inventory=self._inventory,
-                namespaces=self._namespaces, excluded_namespaces=self._excluded,
+                policies=tuple(policies), catalog=self.catalog,
+                inventory=self._parts["inventory"], namespaces=dict(self._parts["namespaces"]),
+                excluded_namespaces=self._excluded,
             )
             return self.context
+
+    @property
+    def clashes(self) -> frozenset[str]:
+        """Names of GPUPolicy resources skipped because a policy file has the name."""
+        return frozenset(self._clashes)
 
     def fail(self, source: str, message: str) -> None:
         self.errors[source] = message
@@ -95,16 +100,22 @@ class _Watched:
     name: str
     fingerprint: Callable[[], Any]
     load: Callable[[], dict[str, Any]]  # keyword arguments for State.update
-    last: Any = None
+    last: Any = None  # the fingerprint last loaded (or that failed to load)
+    seen: Any = None  # the fingerprint of the previous poll, to let a write settle
 
 
 class FileSources:
     """Policy dir, namespace files and inventory file, polled for changes (mtime, size, inode
-    of every file): works for plain edits, atomic renames and ConfigMap symlink swaps alike."""
+    of every file): works for plain edits, atomic renames and ConfigMap symlink swaps alike.
+
+    A change is loaded once it has settled (the same fingerprint on two polls in a row), so a
+    directory rewritten file by file is not read half-way. A load that fails, or a source
+    that yields nothing, keeps the last good version and reports the error. With
+    `cluster=True` namespaces and nodes come from the API server, so only policies are read."""
 
     def __init__(
         self, state: State, *, policies: str | None, namespaces: Sequence[str] = (),
-        inventory: str | None = None, record: bool = True,
+        inventory: str | None = None, record: bool = True, cluster: bool = False,
     ) -> None:
         self.state = state
         self.record = record  # False: a check that must not count in metrics or logs
@@ -114,6 +125,10 @@ class FileSources:
             "policies", lambda: _fingerprint(_policy_paths(root)),
             lambda: {"policies": sources.load_policies(root)},
         )]
+        if cluster and (namespaces or inventory):
+            logs.event(self.log, "cluster mode: namespaces and nodes come from the API server; "
+                       "the --namespaces/--inventory files given are not read", level=30)
+            namespaces, inventory = (), None
         if namespaces:
             paths = [Path(p) for p in namespaces]
             self.watched.append(_Watched(
@@ -138,7 +153,10 @@ class FileSources:
         changed = False
         for w in self.watched:
             mark = w.fingerprint()
-            if mark == w.last:
+            first = w.name not in self.state.loaded and w.last is None
+            settled = mark == w.seen
+            w.seen = mark
+            if mark == w.last or not (first or settled):
                 continue
             w.last = mark
             try:
@@ -183,7 +201,7 @@ class FileSources:
 
 def _policy_paths(root: Path) -> list[Path]:
     try:
-        return sources.policy_files(root)
+        return sources.manifest_files(root)
     except sources.SourceError:
         return [root]
 

@@ -91,12 +91,31 @@ def test_review_usage_errors(args: list[str], message: str) -> None:
     assert "Traceback" not in done.stderr
 
 
-def test_review_invalid_yaml(tmp_path: Path) -> None:
+# Input Kubernetes would refuse to read is refused by review exactly as by lint (same reader).
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("kind: [\n", "yaml-syntax"),
+        ("apiVersion: v1\nkind: Pod\nkind: Pod\n", "yaml-duplicate-key"),
+        ("a: &a [*a]\n", "yaml-alias"),
+        ("a: &a [x, x, x, x, x, x, x, x, x]\n"
+         + "".join(f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+                   for p, c in zip("abcdefgh", "bcdefghi", strict=True)), "yaml-alias"),
+        ("apiVersion: v1\nkind: Pod\nspec: " + "[" * 300 + "]" * 300 + "\n", "yaml-syntax"),
+    ],
+    ids=["syntax", "duplicate-key", "alias-cycle", "billion-laughs", "deep-nesting"],
+)
+def test_review_refuses_what_lint_refuses(tmp_path: Path, text: str, rule: str) -> None:
     path = tmp_path / "bad.yaml"
-    path.write_text("kind: [\n")
+    path.write_text(text)
     done = gpupolicy("review", str(path))
-    assert done.returncode == 2
-    assert "invalid YAML" in done.stderr and "Traceback" not in done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 1
+    refused = [r for r in json.loads(done.stdout) if not r["allowed"]]
+    assert refused and refused[0]["violations"][0]["rule"] == rule
+    linted = gpupolicy("lint", "--format", "json", str(path))
+    assert linted.returncode == 1
+    assert rule in {f["rule"] for f in json.loads(linted.stdout)["findings"]}
 
 
 @pytest.mark.corpus

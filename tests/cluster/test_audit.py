@@ -311,13 +311,20 @@ def test_progress_bar_when_asked(api_server, kubeconfig):
     assert "audit: Pod" in err
 
 
-def test_offline_unreadable_file_is_named_and_the_rest_audited(tmp_path):
+def test_offline_bad_files_are_named_and_the_rest_audited(tmp_path):
     (tmp_path / "broken.yaml").write_text("kind: Pod\n  bad: [indent\n", encoding="utf-8")
+    (tmp_path / "twice.yaml").write_text("apiVersion: v1\nkind: Pod\nkind: Pod\n", "utf-8")
     (tmp_path / "odd.yaml").write_text("apiVersion: v1\nkind: {templated: true}\n", "utf-8")
+    (tmp_path / "loop.yaml").symlink_to(tmp_path / "loop.yaml")  # unreadable, even for root
     (tmp_path / "pod.yaml").write_text(yaml.safe_dump(_pod("p", node="t4-1")), "utf-8")
     report = audit_json(str(tmp_path))
-    assert report["summary"]["audited"] == {"Pod": 1}
-    assert list(report["summary"]["unavailable"]) == [f"file {tmp_path / 'broken.yaml'}"]
+    assert report["summary"]["audited"] == {"Pod": 2}  # pod.yaml, and twice.yaml's last `kind`
+    # refused as lint and review refuse them: Kubernetes would not read these documents
+    refused = {(f["file"].rsplit("/", 1)[-1], f["rule"]) for f in report["findings"]
+               if f.get("file")}
+    assert refused == {("broken.yaml", "yaml-syntax"), ("twice.yaml", "yaml-duplicate-key")}
+    assert report["summary"]["refusedObjects"] == 2
+    assert list(report["summary"]["unavailable"]) == [f"file {tmp_path / 'loop.yaml'}"]
 
 
 def test_shared_gpu_facts_go_to_a_cluster_policy_report(api_server, kubeconfig):

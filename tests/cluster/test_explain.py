@@ -121,7 +121,8 @@ def test_deployment_by_kind_and_scheduler_message(api_server, kubeconfig):
 
 @pytest.mark.parametrize(
     ("target", "message"),
-    [("ml/missing", "not found in the cluster"), ("a/b/c/d", "name a file"),
+    [("ml/missing", "not found in the cluster"), ("a/b/c/d", "a/b/c/d: cannot read: No such file"),
+     ("/nonexistent", "/nonexistent: cannot read: No such file"),
      ("widget/ml/x", "unknown kind")],
 )
 def test_bad_targets_are_clear_errors(api_server, kubeconfig, target, message):

@@ -131,7 +131,7 @@ def _sources(client: Any, files: list[Any] | None = None) -> tuple[State, Cluste
     state = State(sources.load_catalog(), expect=("policies", "namespaces", "inventory"))
     cluster = ClusterSources(state, client, settings=FAST, debounce=0.01)
     if files is not None:
-        cluster.file_state.update(policies=files)
+        state.update(policies=files)
     return state, cluster
 
 
@@ -217,6 +217,7 @@ def test_policies_from_resources_merged_with_files(api_server, client, resources
 
 def test_fixing_a_bad_policy_clears_its_error(api_server, client):
     api_server.add(namespace("default"))
+    api_server.add(node("gpu-1"))
     api_server.add(gpupolicy("p", mode="Sometimes"))
     state, cluster = _sources(client, files=[])
     cluster.start()
@@ -261,13 +262,14 @@ def test_serve_hook_merges_file_policies_and_watches_the_cluster(api_server, kub
     assert "cannot load cluster credentials" in check(
         argparse.Namespace(kubeconfig=str(tmp_path / "missing")))[0]
     state = State(sources.load_catalog(), expect=["policies"])
-    files = FileSources(state, policies=str(policy_dir), inventory=str(tmp_path / "ignored"))
-    cluster = attach(args, state, files, settings=FAST)
+    files = FileSources(state, policies=str(policy_dir), inventory=str(tmp_path / "ignored"),
+                        cluster=True)
+    cluster = attach(args, state, settings=FAST)
     assert cluster is not None
     try:
         files.load_all()
         wait_for(lambda: state.ready)
-        assert state.expected == {"policies", "namespaces", "inventory"}
+        assert state.expected == {"policies", "namespaces", "inventory", "cluster_policies"}
         assert sorted(p.name for p in state.context.policies) == ["from-cluster", "from-file"]
         assert state.context.namespace_labels("team-a")["tier"] == "gpu"
         api_server.delete(gpupolicy("from-cluster"))

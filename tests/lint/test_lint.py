@@ -153,7 +153,7 @@ def test_unreadable_paths_are_usage_errors(tmp_path: Path) -> None:
     """Exit 2, with the reason, for a path that exists but cannot be read."""
     (tmp_path / "dangling.yaml").symlink_to(tmp_path / "gone.yaml")
     run = gpupolicy("lint", str(tmp_path / "dangling.yaml"))
-    assert run.code == 2 and "no such file" in run.err
+    assert run.code == 2 and "no such file" in run.err.lower()
     run = gpupolicy("lint", "/proc/self/mem")  # a regular file whose read fails, even as root
     assert run.code == 2 and "cannot read" in run.err
 

@@ -23,14 +23,16 @@ from tests.server import contract, harness
 from tests.server.harness import Server, envelope, make_request
 from tests.server.test_reload import wait_for
 from webhook.admission import audit_key
-from webhook.sources import BUNDLED_POLICIES, policy_files
+from webhook.sources import BUNDLED_POLICIES, manifest_files
 
+NO_POLICY = ("apiVersion: gpupolicy.io/v1alpha1\nkind: GPUPolicy\n"
+             "metadata: {name: governs-nothing}\nspec: {namespaces: []}\n")
 CASES = sorted(casetable.load_cases(), key=lambda c: (c.inventory or "", sorted(c.policies)))
 
 
 def _raw_policies() -> dict[str, str]:
     """Policy name -> YAML text, as the case files and the bundled defaults define them."""
-    texts = {"defaults": "\n---\n".join(p.read_text() for p in policy_files(BUNDLED_POLICIES))}
+    texts = {"defaults": "\n---\n".join(p.read_text() for p in manifest_files(BUNDLED_POLICIES))}
     for path in sorted(casetable.CASES.glob("*.yaml")):
         for name, spec in (yaml.safe_load(path.read_text()).get("policies") or {}).items():
             texts[name] = yaml.safe_dump({"apiVersion": "gpupolicy.io/v1alpha1",
@@ -53,8 +55,10 @@ class CaseServer:
         folder.mkdir()
         for name in wanted:
             (folder / f"{name}.yaml").write_text(texts[name])
+        if not wanted:  # "no policy": one that governs no namespace
+            (folder / "none.yaml").write_text(NO_POLICY)
         named = casetable._named_policies()
-        expected = sorted(p.name for name in wanted for p in named[name])
+        expected = sorted(p.name for name in wanted for p in named[name]) or ["governs-nothing"]
         link = self.work / "link.tmp"
         link.symlink_to(folder)
         os.replace(link, self.work / "policies")  # the server sees old or new, never half
@@ -79,8 +83,9 @@ def case_servers(tls_dir: Path, tmp_path_factory: pytest.TempPathFactory
     try:
         for inventory in (None, "cluster"):
             work = tmp_path_factory.mktemp(f"cases-{inventory or 'none'}")
-            (work / "gen-empty").mkdir()
-            (work / "policies").symlink_to(work / "gen-empty")
+            # A server never runs with no policy at all (that is a source error): start with
+            # the bundled ones.
+            (work / "policies").symlink_to(BUNDLED_POLICIES)
             namespaces = work / "namespaces.yaml"
             namespaces.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [
                 {"apiVersion": "v1", "kind": "Namespace",
