@@ -43,11 +43,15 @@ def manifest_files(path: Path) -> list[Path]:
     (`.git`, a mounted ConfigMap's `..data`); symlinked folders are not followed, so a link
     loop cannot hang the walk. Raises SourceError for a path that is not there."""
     try:
-        if path.is_file():
+        if path.stat() and path.is_file():
             return [path]
         if not path.is_dir():
-            raise SourceError(f"{path}: no such file or directory")
-    except OSError as exc:
+            raise SourceError(f"{path}: not a file or directory")
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise SourceError(f"{path}: cannot read: a symbolic link to nothing") from None
+        raise SourceError(f"{path}: no such file or directory") from None
+    except OSError as exc:  # a symlink loop, a permission error...
         raise SourceError(f"{path}: cannot read: {exc.strerror or exc}") from None
     found: list[Path] = []
     errors: list[OSError] = []
