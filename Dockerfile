@@ -1,15 +1,22 @@
 # syntax=docker/dockerfile:1
 # The gpupolicy webhook image: `gpupolicy serve` (Flask under gunicorn, TLS) as a non-root user.
 #   docker build -t gpupolicy:dev .
-#   docker run --rm -p 8443:8443 gpupolicy:dev          # self-signed pair in /tmp/certs
+#   docker run --rm -p 8443:8443 -p 9090:9090 gpupolicy:dev   # self-signed pair in /tmp/certs
 # In a cluster the Helm chart (charts/gpupolicy) mounts the certificates and the policies.
+#
+# Release builds pin the base image by digest, so a rebuilt tag upstream cannot change what
+# ships (the default below is a tag only because this repository cannot look digests up):
+#   digest=$(docker buildx imagetools inspect python:3.11-slim-bookworm \
+#            --format '{{json .Manifest.Digest}}' | tr -d '"')
+#   docker build --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@$digest -t gpupolicy:X .
+# The reference used ends up in the image's org.opencontainers.image.base.name label.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 # Build stage: install the package and its dependencies into a venv. Every dependency ships a
 # manylinux wheel (cryptography, pydantic-core, PyYAML), so no compiler is needed here either.
 FROM ${PYTHON_IMAGE} AS build
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
 COPY policies ./policies
@@ -21,11 +28,20 @@ RUN python -m venv /opt/gpupolicy \
 
 # Final stage: the venv only (same path, so its scripts keep working); no pip, no sources.
 FROM ${PYTHON_IMAGE}
+ARG PYTHON_IMAGE
+LABEL org.opencontainers.image.title="gpupolicy" \
+      org.opencontainers.image.description="GPU-aware Kubernetes admission webhook" \
+      org.opencontainers.image.source="https://github.com/gpupolicy/gpupolicy" \
+      org.opencontainers.image.base.name="${PYTHON_IMAGE}"
 COPY --from=build /opt/gpupolicy /opt/gpupolicy
+# A system user with no home and no shell; no setuid/setgid binaries left for it to use (the
+# chart also forbids privilege escalation); no pip, so nothing can be installed at run time.
 RUN groupadd --system --gid 10001 gpupolicy \
  && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
       --shell /usr/sbin/nologin gpupolicy \
- && rm -rf /usr/local/lib/python3.*/ensurepip /usr/local/bin/pip*
+ && rm -rf /usr/local/lib/python3.*/ensurepip /usr/local/bin/pip* \
+ && find / -xdev -type f -perm /6000 -exec chmod a-s {} + \
+ && chown -R root:root /opt/gpupolicy && chmod -R go-w /opt/gpupolicy
 ENV PATH=/opt/gpupolicy/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
@@ -33,10 +49,13 @@ ENV PATH=/opt/gpupolicy/bin:$PATH \
 # server writes only under /tmp: gunicorn heartbeats, Prometheus multiprocess files).
 USER 10001:10001
 WORKDIR /tmp
-EXPOSE 8443
-# Liveness over HTTPS; the certificate may be self-signed, so only the answer is checked.
+# 8443: admissions over TLS. 9090: plain HTTP for /metrics, /healthz and /readyz.
+EXPOSE 8443 9090
+# gunicorn finishes in-flight requests on SIGTERM (graceful timeout 10 s).
+STOPSIGNAL SIGTERM
+# Liveness on the plain-HTTP listener: no certificate to skip checking.
 HEALTHCHECK --interval=30s --timeout=3s --start-period=10s --retries=3 \
-  CMD ["python", "-c", "import ssl, sys, urllib.request; ctx = ssl._create_unverified_context(); sys.exit(0 if urllib.request.urlopen('https://127.0.0.1:8443/healthz', context=ctx, timeout=2).status == 200 else 1)"]
+  CMD ["python", "-c", "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:9090/healthz', timeout=2).status == 200 else 1)"]
 # `gpupolicy serve` runs gunicorn (gthread workers) in process: the entrypoint is the server.
 ENTRYPOINT ["gpupolicy"]
-CMD ["serve", "--port=8443", "--certs-dir=/tmp/certs"]
+CMD ["serve", "--port=8443", "--metrics-port=9090", "--certs-dir=/tmp/certs"]

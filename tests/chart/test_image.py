@@ -21,15 +21,30 @@ FINAL = STAGES[-1]
     [
         (r"ARG PYTHON_IMAGE=python:3\.\d+-slim", DOCKERFILE),
         (r"(?m)^USER 10001:10001$", FINAL),
-        (r"(?m)^HEALTHCHECK .*\n?.*/healthz", FINAL),
-        (r'(?m)^ENTRYPOINT \["gpupolicy"\]$', FINAL),
+                (r'(?m)^ENTRYPOINT \["gpupolicy"\]$', FINAL),
         (r'(?m)^CMD \["serve"', FINAL),
         (r"(?m)^COPY --from=build /opt/gpupolicy /opt/gpupolicy$", FINAL),
-        (r"(?m)^EXPOSE 8443$", FINAL),
+        (r"(?m)^EXPOSE 8443 9090$", FINAL),
+        # Probes and the HEALTHCHECK use the plain-HTTP metrics listener, not the TLS port.
+        (r"(?m)^HEALTHCHECK .*\n?.*'http://127\.0\.0\.1:9090/healthz'", FINAL),
+        (r'(?m)^CMD \["serve", "--port=8443", "--metrics-port=9090"', FINAL),
+        (r"(?m)^STOPSIGNAL SIGTERM$", FINAL),
+        # The base reference (a digest in release builds) is recorded in the image.
+        (r'org\.opencontainers\.image\.base\.name="\$\{PYTHON_IMAGE\}"', FINAL),
+        (r"find / -xdev -type f -perm /6000 -exec chmod a-s", FINAL),
+        # How to pin the base by digest is written where the build is.
+        (r"--build-arg PYTHON_IMAGE=python:3\.\d+-slim-bookworm@\$digest", DOCKERFILE),
     ],
 )
 def test_dockerfile_has(pattern: str, where: str) -> None:
     assert re.search(pattern, where)
+
+
+def test_every_stage_builds_from_the_one_base_argument() -> None:
+    """A digest passed as PYTHON_IMAGE pins both stages: no FROM names a tag of its own."""
+    froms = re.findall(r"(?m)^FROM (\S+)", DOCKERFILE)
+    assert froms == ["${PYTHON_IMAGE}", "${PYTHON_IMAGE}"]
+
 
 
 @pytest.mark.parametrize("tool", ["gcc", "build-essential", "apt-get install", "make "])

@@ -17,10 +17,13 @@ import yaml
 from celpy.adapter import json_to_cel
 from celpy.evaluation import CELEvalError
 
+from policies.context import Context
+from policies.engine import review
 from policies.resources import _FIXED, classify  # _FIXED: the engine's table of known names
 from policies.workloads import WORKLOAD_KINDS, pod_specs
 from tests.chart.helm import render, webhooks
 from tests.chart.test_webhooks import KIND_RESOURCES
+from webhook.sources import load_catalog, load_policies
 
 _ENV = celpy.Environment()
 _PROGRAMS: dict[str, Any] = {}
@@ -247,3 +250,53 @@ def test_validation_skips_updates_that_leave_the_spec_alone(
     results = [evaluate(c["expression"], obj, operation=operation, old=old)
                for c in hook["matchConditions"]]
     assert all(results) is sent
+
+
+# `kubectl debug`: an UPDATE of pods/ephemeralcontainers sends the whole Pod. The engine checks
+# only its ephemeral containers (visible-devices-bypass), so the webhook must see every request
+# whose ephemeral containers set NVIDIA_VISIBLE_DEVICES, and may skip the rest.
+_ENGINE = Context(policies=load_policies(), catalog=load_catalog())
+
+
+def _debugged(base: dict[str, Any], *debug: dict[str, Any]) -> dict[str, Any]:
+    spec = {**base["spec"], "ephemeralContainers": [
+        {"name": f"debugger-{i}", "image": "busybox", "stdin": True, "tty": True, **d}
+        for i, d in enumerate(debug)]}
+    return {**base, "metadata": {"name": "p", "namespace": "ml"}, "spec": spec}
+
+
+_CPU_POD = {"apiVersion": "v1", "kind": "Pod", "spec": _pod_spec(CPU)}
+_ALL = {"env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}
+
+EPHEMERAL = [
+    ("cpu pod, debug sees all gpus", _debugged(_CPU_POD, _ALL), True, False),
+    ("gpu pod, debug sees all gpus", _debugged(_GPU_POD, _ALL), True, False),
+    ("debug lists gpu indexes", _debugged(_CPU_POD, {"env": [
+        {"name": "TERM", "value": "xterm"},
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "0,1"}]}), True, False),
+    ("second debug container", _debugged(_CPU_POD, {}, _ALL), True, False),
+    ("debug sets none", _debugged(_CPU_POD, {"env": [
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}]}), True, True),
+    ("plain debug container", _debugged(_GPU_POD, {}), False, True),
+    ("other env", _debugged(_CPU_POD, {"env": [{"name": "CUDA_VISIBLE_DEVICES",
+                                                "value": "0"}]}), False, True),
+    ("no ephemeral containers", {**_GPU_POD, "metadata": {"name": "p", "namespace": "ml"}},
+     False, True),
+]
+
+
+@pytest.mark.parametrize(("pod", "sent", "allowed"), [c[1:] for c in EPHEMERAL],
+                         ids=[c[0] for c in EPHEMERAL])
+def test_debug_containers_reach_the_webhook(pod: dict[str, Any], sent: bool,
+                                            allowed: bool) -> None:
+    hook = webhooks(render(), "ValidatingWebhookConfiguration")[
+        "pods-ephemeral.validate.gpupolicy.io"]
+    assert hook["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"],
+                              "resources": ["pods/ephemeralcontainers"],
+                              "operations": ["UPDATE"], "scope": "Namespaced"}]
+    results = [evaluate(c["expression"], pod, operation="UPDATE", old=_CPU_POD)
+               for c in hook["matchConditions"]]
+    assert all(results) is sent
+    decision = review(pod, _ENGINE, operation="UPDATE", subresource="ephemeralcontainers")
+    assert decision.allowed is allowed
+    assert sent or decision.allowed, "the engine would refuse what the webhook never sees"

@@ -35,6 +35,11 @@ BUNDLED = Path(__file__).resolve().parents[2] / "policies" / "defaults"
         (("--set", "podAntiAffinity=required"), "must be one of"),
         (("--set", "metrics.serviceMonitor.enable=true"), "'enable' not allowed"),
         (("--set", "networkPolicy.enable=true"), "'enable' not allowed"),
+        (("--set", "metrics.port=0"), "minimum"),
+        (("--set", "service.metricsPort=70000"), "maximum"),
+        (("--set", "rbac.audit.subject[0].name=x"), "'subject' not allowed"),
+        (("--set", "rbac.audit.subjects[0].name=x"), "missing property 'kind'"),
+        (("--set", "shutdown.preStopSecond=5"), "'preStopSecond' not allowed"),
         (("--set", "webhooks.workloadKinds[0].podSpecPaths[0]=spec..template"), "pattern"),
         # A typo inside a policy fails at install, not as a crash-looping server.
         (("--set", "policies.gpu-defaults.rules.maxGPUsPerPd=3"), "'maxGPUsPerPd' not allowed"),

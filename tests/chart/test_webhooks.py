@@ -108,7 +108,7 @@ def test_template_mutation_covers_every_workload_kind() -> None:
     covered = _covered(webhooks(render("templates-mutation"), MUTATING), ["CREATE"])
     assert set(KIND_RESOURCES.values()) | {("", "pods")} <= covered
     assert list(webhooks(render("templates-mutation"), VALIDATING)) == [
-        "pods.validate.gpupolicy.io"]
+        "pods.validate.gpupolicy.io", "pods-ephemeral.validate.gpupolicy.io"]
 
 
 def _dot(location: tuple[str, ...]) -> str:
@@ -172,7 +172,9 @@ def test_match_conditions_switch(values: str, extra: tuple[str, ...], present: b
     for kind, hook in _all_hooks_with(values, extra):
         assert ("matchConditions" in hook) is present
         if present:
-            expected = ["gpu-related"] if kind == MUTATING else ["gpu-related", "spec-changed"]
+            expected = (["gpu-related"] if kind == MUTATING
+                        else ["gpu-related-debug-container"] if "ephemeral" in hook["name"]
+                        else ["gpu-related", "spec-changed"])
             assert [c["name"] for c in hook["matchConditions"]] == expected
 
 
@@ -217,4 +219,5 @@ def test_bring_your_own_secret() -> None:
     for _, hook in _all_hooks("byo-secret"):
         assert hook["clientConfig"]["caBundle"] == "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="
     volumes = one(objects, "Deployment")["spec"]["template"]["spec"]["volumes"]
-    assert {"name": "certs", "secret": {"secretName": "my-webhook-tls"}} in volumes
+    certs = next(v for v in volumes if v["name"] == "certs")
+    assert certs["secret"]["secretName"] == "my-webhook-tls"

@@ -66,3 +66,15 @@ matchConditions:
     expression: "!has(object.metadata) || !has(object.metadata.ownerReferences) || !object.metadata.ownerReferences.exists(o, has(o.controller) && o.controller == true)"
   {{- end }}
 {{- end -}}
+
+{{/*
+matchConditions of the `kubectl debug` webhook (UPDATE of pods/ephemeralcontainers). The object
+sent is the whole Pod; only its ephemeral containers are new, so only they decide. Ephemeral
+containers cannot carry resources, so in practice this is NVIDIA_VISIBLE_DEVICES; the resource
+test is kept so the condition never misses what the pod condition would catch.
+*/}}
+{{- define "gpupolicy.matchConditions.ephemeral" -}}
+matchConditions:
+  - name: gpu-related-debug-container
+    expression: {{ printf "has(object.spec) && has(object.spec.ephemeralContainers) && object.spec.ephemeralContainers.exists(c, %s)" (include "gpupolicy.cel.container" .) | quote }}
+{{- end -}}

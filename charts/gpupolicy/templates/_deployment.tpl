@@ -15,10 +15,18 @@ spec:
   strategy:
     type: RollingUpdate
     rollingUpdate:
+      {{- if and (eq .Values.podAntiAffinity "hard") (not .Values.affinity) (gt (int .Values.replicaCount) 1) }}
+      # Required anti-affinity: a surge pod would need a node with no replica on it, which
+      # clusters with as many nodes as replicas do not have, and the rollout would hang. One
+      # pod at a time is replaced instead; the other replicas keep serving.
+      maxUnavailable: 1
+      maxSurge: 0
+      {{- else }}
       # Never drop below the current count: with failurePolicy Fail the webhook is on the
       # critical path of every GPU pod.
       maxUnavailable: 0
       maxSurge: 1
+      {{- end }}
   selector:
     matchLabels:
       {{- include "gpupolicy.selectorLabels" . | nindent 6 }}
@@ -42,6 +50,7 @@ spec:
         {{- end }}
     spec:
       serviceAccountName: {{ include "gpupolicy.serviceAccountName" . }}
+      terminationGracePeriodSeconds: {{ .Values.shutdown.terminationGracePeriodSeconds }}
       automountServiceAccountToken: true
       {{- with .Values.imagePullSecrets }}
       imagePullSecrets:
@@ -97,6 +106,7 @@ spec:
           args:
             - serve
             - --port=8443
+            - --metrics-port={{ .Values.metrics.port }}
             - --tls-cert=/certs/tls.crt
             - --tls-key=/certs/tls.key
             - --policies=/policies
@@ -118,18 +128,37 @@ spec:
             - name: https
               containerPort: 8443
               protocol: TCP
+            - name: metrics
+              containerPort: {{ .Values.metrics.port }}
+              protocol: TCP
+          # Probes use the plain-HTTP metrics listener: they never wait behind admissions on
+          # the TLS port, and a busy webhook is not restarted for being busy.
           livenessProbe:
             httpGet:
               path: /healthz
-              port: https
-              scheme: HTTPS
+              port: metrics
+              scheme: HTTP
             {{- toYaml .Values.livenessProbe | nindent 12 }}
           readinessProbe:
             httpGet:
               path: /readyz
-              port: https
-              scheme: HTTPS
+              port: metrics
+              scheme: HTTP
             {{- toYaml .Values.readinessProbe | nindent 12 }}
+          # On deletion the pod leaves the Service's endpoints while it keeps serving; only
+          # after this delay does gunicorn get SIGTERM and stop accepting (then finishes what it
+          # has within its 10 s graceful timeout). Without it the API server's kept-alive
+          # connections are reset mid-admission.
+          lifecycle:
+            preStop:
+              {{- if semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version }}
+              sleep:
+                seconds: {{ .Values.shutdown.preStopSeconds }}
+              {{- else }}
+              # The kubelet's sleep action is on by default from 1.30 only.
+              exec:
+                command: ["python", "-c", "import time; time.sleep({{ .Values.shutdown.preStopSeconds }})"]
+              {{- end }}
           resources:
             {{- toYaml .Values.resources | nindent 12 }}
           securityContext:
@@ -146,9 +175,14 @@ spec:
             - name: tmp
               mountPath: /tmp
       volumes:
+        # The serving pair only: the Secret may also hold ca.key (selfSigned mode), which must
+        # never be readable from a pod that faces the network.
         - name: certs
           secret:
             secretName: {{ include "gpupolicy.tlsSecretName" . }}
+            items:
+              - {key: tls.crt, path: tls.crt}
+              - {key: tls.key, path: tls.key}
         - name: policies
           configMap:
             name: {{ $fullname }}-policies

@@ -105,6 +105,22 @@ webhooks:
     {{- if $mc }}
     {{- include "gpupolicy.matchConditions" (dict "root" . "paths" $podPaths "specChanged" true) | nindent 4 }}
     {{- end }}
+  # `kubectl debug` adds containers through the pods/ephemeralcontainers subresource, which
+  # the rule above does not cover: without this a debug container with
+  # NVIDIA_VISIBLE_DEVICES=all would reach every GPU of the node (denyVisibleDevicesBypass).
+  - name: pods-ephemeral.validate.gpupolicy.io
+    {{- include "gpupolicy.webhookCommon" . | nindent 4 }}
+    failurePolicy: {{ .Values.webhooks.validate.failurePolicy }}
+    {{- include "gpupolicy.clientConfig" (dict "root" . "path" "/validate" "certs" $certs) | nindent 4 }}
+    rules:
+      - apiGroups: [""]
+        apiVersions: ["v1"]
+        resources: ["pods/ephemeralcontainers"]
+        operations: ["UPDATE"]
+        scope: Namespaced
+    {{- if $mc }}
+    {{- include "gpupolicy.matchConditions.ephemeral" . | nindent 4 }}
+    {{- end }}
   {{- if .Values.webhooks.validate.workloads }}
   {{- range .Values.webhooks.workloadKinds }}
   {{- include "gpupolicy.workloadWebhook" (dict "root" $root "certs" $certs "kind" . "verb" "validate" "operations" (list "CREATE" "UPDATE") "failurePolicy" $root.Values.webhooks.validate.failurePolicy "matchConditions" $mc) | nindent 2 }}
