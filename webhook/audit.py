@@ -23,9 +23,10 @@ from policies.engine import namespace_of, review
 from policies.loading import PolicyLoadError
 from webhook import sources
 from webhook.audit_cluster import ClusterChecks
-from webhook.audit_report import FORMATS, PENDING, SHARED_OVER, Collector, ObjectRef, write
+from webhook.audit_report import FORMATS, Collector, ObjectRef, write
 from webhook.audit_sources import FileSource, LiveSource, Source
 from webhook.cluster import ClusterError
+from webhook.findings import PENDING, SHARED_OVER
 from webhook.progress import Progress
 
 # (kind of the owner, kind of the owned) pairs whose owned objects are not audited twice

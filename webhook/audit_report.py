@@ -21,19 +21,10 @@ import yaml
 from policies.decision import Decision
 from policies.model import GPUPolicy, Inject
 from webhook import report
-from webhook.report import ReportFinding
+from webhook.findings import ENGINE_ERROR, MUTATION, Finding, rule_help
+from webhook.findings import mutation as mutation_words
 
 FORMATS = ("table", "json", "sarif", "policyreport")
-MUTATION = "mutation"
-ENGINE_ERROR = "engine-error"
-SHARED_OVER = "shared-gpu-over-limit"
-PENDING = "gpu-pod-pending"
-CLUSTER_RULE_HELP = {
-    SHARED_OVER: "More pods share one physical GPU than the lowest shared.maxPodsPerGPU of "
-                 "the policies governing them (gpushare/cGPU/HAMi allocation annotations).",
-    PENDING: "A GPU pod is Pending and unscheduled; the message says why each node pool "
-             "cannot take it.",
-}
 EXAMPLES = 20
 
 
@@ -74,24 +65,6 @@ def action(severity: str, mode: str) -> str:
     return "audit" if mode == "Audit" else "warn"
 
 
-class _NoFile:
-    """A document without positions: a cluster object has no file."""
-
-    index = None
-
-    @staticmethod
-    def position(_path: Any) -> tuple[None, None]:
-        return None, None
-
-
-def mutation_message(op: dict[str, Any]) -> str:
-    """The words `lint --show-mutations` uses, from lint itself so they never drift apart."""
-    from webhook.lint import mutation_finding
-
-    finding = mutation_finding(op, _NoFile(), (), name="", label="", policy=None)  # type: ignore[arg-type]
-    return finding.message
-
-
 @dataclass
 class Collector:
     policies: dict[str, GPUPolicy]
@@ -104,6 +77,7 @@ class Collector:
     rows: dict[tuple[str, str], Row] = field(default_factory=dict)
     severities: Counter[str] = field(default_factory=Counter)
     rules: set[str] = field(default_factory=set)
+    worst: dict[str, str] = field(default_factory=dict)  # rule -> its worst severity
     refused_objects: int = 0
     mutated_objects: int = 0
     examples: list[dict[str, Any]] = field(default_factory=list)
@@ -128,7 +102,7 @@ class Collector:
             self.mutated_objects += 1
             policy = ", ".join(decision.policies) or None
             for op in decision.patch:
-                self.write(ref, rule=MUTATION, severity="info", message=mutation_message(op),
+                self.write(ref, rule=MUTATION, severity="info", message=mutation_words(op)[0],
                            policy=policy, mode=None, path=str(op.get("path", "")),
                            action="mutate")
         if decision.denials:
@@ -175,6 +149,10 @@ class Collector:
         self.spool.write(json.dumps(record, separators=(",", ":")) + "\n")
         self.severities[record["severity"]] += 1
         self.rules.add(record["rule"])
+        rank = {"error": 0, "warning": 1, "info": 2}
+        best = self.worst.get(record["rule"])
+        if best is None or rank[record["severity"]] < rank[best]:
+            self.worst[record["rule"]] = record["severity"]
 
     def records(self, namespace: str | None = None) -> Iterator[dict[str, Any]]:
         self.spool.flush()
@@ -223,30 +201,17 @@ def write_json(c: Collector, out: TextIO) -> None:
     out.write("\n  ]\n}\n")
 
 
-def as_report_finding(record: dict[str, Any]) -> ReportFinding:
-    return ReportFinding(rule=record["rule"], severity=record["severity"],
-                         message=record["message"], policy=record.get("policy"),
-                         path=record.get("path"), object=record.get("object"))
+def as_finding(record: dict[str, Any]) -> Finding:
+    return Finding(rule=record["rule"], severity=record["severity"],
+                   message=record["message"], policy=record.get("policy"),
+                   path=record.get("path"), object=record.get("object"),
+                   file=record.get("file"), line=record.get("line"))
 
 
 def write_sarif(c: Collector, out: TextIO) -> None:
-    from webhook.lint import rule_help
-
-    helps = {**rule_help(c.rules), **{r: h for r, h in CLUSTER_RULE_HELP.items() if r in c.rules}}
-    # the header (rules) comes from report.format_sarif; results are streamed in after it
-    shell = json.loads(report.format_sarif([], rule_help=helps))
-    shell["runs"][0]["results"] = "@RESULTS@"
-    rule_ids = [r["id"] for r in shell["runs"][0]["tool"]["driver"]["rules"]]
-    index = {rule: i for i, rule in enumerate(rule_ids)}
-    before, after = json.dumps(shell, indent=2).split('"@RESULTS@"')
-    out.write(before + "[")
-    for i, record in enumerate(c.records()):
-        result = report._sarif_result(as_report_finding(record), index.get(record["rule"], 0))
-        result.pop("locations", None)  # a cluster object has no file
-        result["locations"] = [{"logicalLocations": [{
-            "fullyQualifiedName": record.get("object", "cluster"), "kind": "resource"}]}]
-        out.write(("," if i else "") + "\n" + json.dumps(result, separators=(",", ":")))
-    out.write("]" + after + "\n")
+    findings = (as_finding(record) for record in c.records())
+    report.write_sarif(out, findings, rule_help=rule_help(c.rules), rules=c.rules,
+                       severities=c.worst, logical=True)
 
 
 _PR_SEVERITY = {"refuse": "high", "warn": "medium", "audit": "low", "error": "high"}

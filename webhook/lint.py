@@ -9,7 +9,6 @@ round-trip writer lazily.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -17,20 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from policies.paths import FieldPath, to_display
-from webhook import report, yamlpos
-from webhook.report import ReportFinding
+from policies.paths import FieldPath
+from webhook import findings, report, yamlpos
+from webhook.findings import ENGINE_ERROR, MUTATION
+from webhook.findings import Finding as ReportFinding
 from webhook.sources import manifest_files
 
-SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "-"
-MUTATION = "mutation"
-ENGINE_ERROR = "engine-error"
-LINT_RULE_HELP = {
-    MUTATION: "The admission webhook would change this object (shown with --show-mutations; "
-              "`gpupolicy lint --fix` writes the change into the file).",
-    ENGINE_ERROR: "The policy engine could not review this object; please report it.",
-}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -133,7 +125,7 @@ def emit(args: argparse.Namespace, result: Result, stdout: TextIO, stderr: TextI
         and "NO_COLOR" not in os.environ
     )
     text = report.render(args.format, result.findings, files=result.files, color=color,
-                         rule_help=rule_help({f.rule for f in result.findings}))
+                         rule_help=findings.rule_help(f.rule for f in result.findings))
     if args.output:
         try:
             Path(args.output).write_text(text, encoding="utf-8")
@@ -258,35 +250,12 @@ def mutation_finding(
     op: dict[str, Any], doc: yamlpos.Document, prefix: FieldPath, *,
     name: str, label: str, policy: str | None,
 ) -> ReportFinding:
-    path = pointer_path(str(op.get("path", "")))
-    # The field being added does not exist yet: point at its parent.
-    line, column = doc.position((*prefix, *(path[:-1] if op.get("op") == "add" else path)))
-    value = json.dumps(op.get("value"), separators=(",", ":"), default=str)
-    if len(value) > 120:
-        value = value[:117] + "..."
-    kind = str(op.get("op"))
-    verb = {"add": "add", "replace": "set", "remove": "remove"}.get(kind, kind)
-    if kind == "add" and path and path[-1] == "-":
-        verb, path = "append to", path[:-1]
-    elif kind == "add" and path and isinstance(path[-1], int):
-        verb = "insert"
-    shown = to_display(path) or "/"
-    message = f"would {verb} {shown}" + ("" if kind == "remove" else f": {value}")
+    message, at = findings.mutation(op)
+    line, column = doc.position((*prefix, *at))
     return ReportFinding(
         rule=MUTATION, severity="info", message=message, file=name, line=line, column=column,
         policy=policy, path=str(op.get("path", "")), object=label, document=doc.index,
     )
-
-
-def pointer_path(pointer: str) -> FieldPath:
-    """RFC 6901 pointer -> FieldPath; numbers become indexes (positions only look them up)."""
-    if not pointer:
-        return ()
-    parts: list[str | int] = []
-    for raw in pointer.lstrip("/").split("/"):
-        part = raw.replace("~1", "/").replace("~0", "~")
-        parts.append(int(part) if part.isdigit() else part)
-    return tuple(parts)
 
 
 def is_kubernetes_object(obj: Any) -> bool:
@@ -298,23 +267,6 @@ def object_label(obj: dict[str, Any], namespace: str) -> str:
     meta = obj.get("metadata")
     name = meta.get("name") if isinstance(meta, dict) else None
     return f"{obj.get('kind')} {namespace}/{name or '?'}"
-
-
-def rule_help(rules: set[str]) -> dict[str, str]:
-    """Help text per rule id for SARIF: the reader's, the linter's and the engine's."""
-    known = {**yamlpos.RULE_HELP, **LINT_RULE_HELP, **_engine_rule_help()}
-    return {rule: known.get(rule, "") for rule in sorted(rules)}
-
-
-def _engine_rule_help() -> dict[str, str]:
-    """A rule module's docstring is its documentation (PASS/FAIL examples included)."""
-    from policies.rules import RULES
-
-    out = {}
-    for rule_id, module in RULES.items():
-        doc = (module.__doc__ or "").strip()
-        out[rule_id] = doc.removeprefix(f"{rule_id}:").strip()
-    return out
 
 
 def _isatty(stream: TextIO) -> bool:

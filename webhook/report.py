@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import html
+import io
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, TextIO
 from urllib.parse import quote
 
-Severity = Literal["error", "warning", "info"]
+from webhook.findings import Finding, version
+
 FORMATS = ("text", "json", "sarif", "junit", "github")
 TOOL_NAME = "gpupolicy"
 TOOL_URI = "https://github.com/gpupolicy/gpupolicy"
@@ -25,29 +26,7 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
-@dataclass(frozen=True, slots=True)
-class ReportFinding:
-    rule: str
-    severity: Severity
-    message: str
-    file: str | None = None
-    line: int | None = None
-    column: int | None = None
-    policy: str | None = None
-    path: str | None = None  # display field path, `spec.containers[0].resources`
-    object: str | None = None  # `Deployment ml/train`
-    document: int | None = None  # 1-based index in its file's stream
-
-    def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
-
-    def where(self) -> str:
-        parts = [self.file or self.object or "-"]
-        if self.line:
-            parts.append(str(self.line))
-            if self.column:
-                parts.append(str(self.column))
-        return ":".join(parts)
+ReportFinding = Finding  # the name the formats grew up with
 
 
 def sort_key(finding: ReportFinding) -> tuple[Any, ...]:
@@ -70,7 +49,6 @@ def render(
     files: Sequence[str] = (),
     color: bool = False,
     rule_help: Mapping[str, str] | None = None,
-    version: str = "0.1.0",
 ) -> str:
     """The whole report as one string. `files` are the inputs checked (junit lists clean ones)."""
     ordered = sorted(findings, key=sort_key)
@@ -79,7 +57,7 @@ def render(
     if fmt == "json":
         return format_json(ordered, files=files)
     if fmt == "sarif":
-        return format_sarif(ordered, rule_help=rule_help or {}, version=version)
+        return format_sarif(ordered, rule_help=rule_help or {})
     if fmt == "junit":
         return format_junit(ordered, files=files)
     if fmt == "github":
@@ -152,34 +130,50 @@ def format_json(findings: Sequence[ReportFinding], *, files: Sequence[str] = ())
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
 
-def format_sarif(
-    findings: Sequence[ReportFinding],
-    *,
-    rule_help: Mapping[str, str],
-    version: str = "0.1.0",
-) -> str:
-    rule_ids = sorted({f.rule for f in findings} | set(rule_help))
+def format_sarif(findings: Sequence[Finding], *, rule_help: Mapping[str, str]) -> str:
+    out = io.StringIO()
+    write_sarif(out, findings, rule_help=rule_help, rules=[f.rule for f in findings])
+    return out.getvalue()
+
+
+def write_sarif(
+    out: TextIO, findings: Iterable[Finding], *, rule_help: Mapping[str, str],
+    rules: Iterable[str], severities: Mapping[str, str] | None = None,
+    logical: bool = False,
+) -> None:
+    """SARIF 2.1.0, results streamed one at a time after the rules (the rule list must be
+    known first: `rules` and, per rule, its worst severity). A finding without a file gets a
+    logical location (the object) when `logical` is set."""
+    rule_ids = sorted(set(rules) | set(rule_help))
     index = {rule: i for i, rule in enumerate(rule_ids)}
-    worst: dict[str, str] = {}
+    worst = dict(severities or {})
+    if severities is None and isinstance(findings, Sequence):
+        for f in findings:
+            if f.rule not in worst or _ORDER[f.severity] < _ORDER[worst[f.rule]]:
+                worst[f.rule] = f.severity
+    tool = {"driver": {
+        "name": TOOL_NAME, "version": version(), "semanticVersion": version(),
+        "informationUri": TOOL_URI,
+        "rules": [_sarif_rule(rule, rule_help.get(rule, ""), worst.get(rule, "warning"))
+                  for rule in rule_ids],
+    }}
+    out.write('{\n  "$schema": "%s",\n  "version": "2.1.0",\n  "runs": [\n    {\n'
+              '      "tool": %s,\n      "columnKind": "unicodeCodePoints",\n      "results": ['
+              % (SARIF_SCHEMA, _nested(tool, 6)))
+    sep = "\n"
     for f in findings:
-        if f.rule not in worst or _ORDER[f.severity] < _ORDER[worst[f.rule]]:
-            worst[f.rule] = f.severity
-    rules = [_sarif_rule(rule, rule_help.get(rule, ""), worst.get(rule, "warning"))
-             for rule in rule_ids]
-    results = [_sarif_result(f, index[f.rule]) for f in findings]
-    log = {
-        "$schema": SARIF_SCHEMA,
-        "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {
-                "name": TOOL_NAME, "version": version, "semanticVersion": version,
-                "informationUri": TOOL_URI, "rules": rules,
-            }},
-            "columnKind": "unicodeCodePoints",
-            "results": results,
-        }],
-    }
-    return json.dumps(log, indent=2, default=str) + "\n"
+        result = _sarif_result(f, index[f.rule])
+        if logical and "locations" not in result:
+            result["locations"] = [{"logicalLocations": [{
+                "fullyQualifiedName": f.object or "cluster", "kind": "resource"}]}]
+        out.write(f"{sep}        {_nested(result, 8)}")
+        sep = ",\n"
+    out.write("\n      ]\n    }\n  ]\n}\n" if sep != "\n" else "]\n    }\n  ]\n}\n")
+
+
+def _nested(value: Any, indent: int) -> str:
+    """JSON with two-space indentation, as it reads when nested `indent` spaces deep."""
+    return json.dumps(value, indent=2, default=str).replace("\n", "\n" + " " * indent)
 
 
 def _sarif_rule(rule: str, help_text: str, severity: str) -> dict[str, Any]:
@@ -225,9 +219,6 @@ def _sarif_result(f: ReportFinding, rule_index: int) -> dict[str, Any]:
     if properties:
         result["properties"] = properties
     return result
-
-
-sarif_result = _sarif_result  # public name: the audit streams SARIF results one at a time
 
 
 def _artifact(file: str) -> dict[str, str]:

@@ -1,0 +1,109 @@
+"""What every report is made of: the finding, the help text of every rule, and the words for a
+would-be mutation. `lint` and `audit` both build findings here; webhook/report.py renders them.
+Standard library and the core only, so the linter's start-up stays fast."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from typing import Any, Literal
+
+from policies.paths import FieldPath, to_display
+
+Severity = Literal["error", "warning", "info"]
+
+MUTATION = "mutation"
+ENGINE_ERROR = "engine-error"
+SHARED_OVER = "shared-gpu-over-limit"
+PENDING = "gpu-pod-pending"
+EDGE_RULE_HELP = {
+    MUTATION: "The admission webhook would change this object (shown with --show-mutations; "
+              "`gpupolicy lint --fix` writes the change into the file).",
+    ENGINE_ERROR: "The policy engine could not review this object; please report it.",
+    SHARED_OVER: "More pods share one physical GPU than the lowest shared.maxPodsPerGPU of "
+                 "the policies governing them (gpushare/cGPU/HAMi allocation annotations).",
+    PENDING: "A GPU pod is Pending and unscheduled; the message says why each node pool "
+             "cannot take it.",
+}
+
+
+def version() -> str:
+    try:
+        return metadata.version("gpupolicy")
+    except metadata.PackageNotFoundError:  # running from a source tree that is not installed
+        return "0+unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    rule: str
+    severity: Severity
+    message: str
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    policy: str | None = None
+    path: str | None = None  # display field path, `spec.containers[0].resources`
+    object: str | None = None  # `Deployment ml/train`
+    document: int | None = None  # 1-based index in its file's stream
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    def where(self) -> str:
+        parts = [self.file or self.object or "-"]
+        if self.line:
+            parts.append(str(self.line))
+            if self.column:
+                parts.append(str(self.column))
+        return ":".join(parts)
+
+
+def rule_help(rules: Iterable[str]) -> dict[str, str]:
+    """Help text per rule id (SARIF): the reader's, the edges' and the engine's rules."""
+    from webhook.yamlpos import RULE_HELP
+
+    known = {**RULE_HELP, **EDGE_RULE_HELP, **_engine_rule_help()}
+    return {rule: known.get(rule, "") for rule in sorted(set(rules))}
+
+
+def _engine_rule_help() -> dict[str, str]:
+    """A rule module's docstring is its documentation (PASS/FAIL examples included)."""
+    from policies.rules import RULES
+
+    out = {}
+    for rule_id, module in RULES.items():
+        doc = (module.__doc__ or "").strip()
+        out[rule_id] = doc.removeprefix(f"{rule_id}:").strip()
+    return out
+
+
+def mutation(op: Mapping[str, Any]) -> tuple[str, FieldPath]:
+    """The words for one patch op ("would add spec.tolerations: [...]") and the path to place
+    it at (an added field does not exist yet: its parent)."""
+    path = pointer_path(str(op.get("path", "")))
+    value = json.dumps(op.get("value"), separators=(",", ":"), default=str)
+    if len(value) > 120:
+        value = value[:117] + "..."
+    kind = str(op.get("op"))
+    at = path[:-1] if kind == "add" else path
+    verb = {"add": "add", "replace": "set", "remove": "remove"}.get(kind, kind)
+    if kind == "add" and path and path[-1] == "-":
+        verb, path = "append to", path[:-1]
+    elif kind == "add" and path and isinstance(path[-1], int):
+        verb = "insert"
+    shown = to_display(path) or "/"
+    return f"would {verb} {shown}" + ("" if kind == "remove" else f": {value}"), at
+
+
+def pointer_path(pointer: str) -> FieldPath:
+    """RFC 6901 pointer -> FieldPath; numbers become indexes (positions only look them up)."""
+    if not pointer:
+        return ()
+    parts: list[str | int] = []
+    for raw in pointer.lstrip("/").split("/"):
+        part = raw.replace("~1", "/").replace("~0", "~")
+        parts.append(int(part) if part.isdigit() else part)
+    return tuple(parts)
