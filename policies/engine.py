@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from policies.cluster import ClusterFinding, ClusterView
 from policies.context import Context
 from policies.decision import Decision, Finding, Violation
 from policies.hardware import PoolVerdict, catalog_pools, verdicts
@@ -19,7 +20,7 @@ from policies.mutate import inject
 from policies.patch import Patch
 from policies.paths import FieldPath
 from policies.resources import PodDemand, classify, demand
-from policies.rules import for_families, visible_devices_bypass
+from policies.rules import CLUSTER_RULES, for_families, visible_devices_bypass
 from policies.view import PodView, targeted_products
 from policies.workloads import pod_specs
 
@@ -83,6 +84,11 @@ def explain(
                                amounts_known=inventory is not None))
         for view in views if view.demand.gpu
     ]
+
+
+def review_cluster(view: ClusterView, context: Context) -> list[ClusterFinding]:
+    """What the cluster-scope rules find in a whole cluster's running pods (the audit)."""
+    return [f for rule in CLUSTER_RULES for f in rule.check_cluster(view, context)]
 
 
 def namespace_of(obj: Mapping[str, Any], namespace: str | None) -> str:

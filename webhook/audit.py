@@ -26,7 +26,7 @@ from webhook.audit_cluster import ClusterChecks
 from webhook.audit_report import FORMATS, Collector, ObjectRef, write
 from webhook.audit_sources import FileSource, LiveSource, Source
 from webhook.cluster import ClusterError
-from webhook.findings import PENDING, SHARED_OVER
+from webhook.findings import PENDING
 from webhook.progress import Progress
 
 # (kind of the owner, kind of the owned) pairs whose owned objects are not audited twice
@@ -115,12 +115,10 @@ def audit_one(obj: dict[str, Any], kind: str, context: Context, collector: Colle
 
 
 def finish(collector: Collector, checks: ClusterChecks) -> None:
-    over = list(checks.oversubscribed())
+    over = checks.findings()
     for o in over:
-        collector.write(None, rule=SHARED_OVER, severity="warning", policy=o["policy"],
-                        action="warn", node=o["node"], device=o["device"],
-                        message=f"{o['pods']} pods share GPU {o['device']} on node {o['node']}, "
-                                f"over maxPodsPerGPU {o['maxPodsPerGPU']}")
+        collector.write(None, rule=o.rule, severity="warning", policy=o.policy,
+                        action="warn", node=o.node, device=o.device, message=o.message)
     for p in checks.pending:
         reasons = "; ".join(p.pools) or "no GPU node pool in the inventory"
         scheduler = f"scheduler: {p.scheduler}; " if p.scheduler else ""
@@ -129,7 +127,9 @@ def finish(collector: Collector, checks: ClusterChecks) -> None:
                         message=f"GPU pod Pending: {scheduler}{reasons}")
     collector.cluster = {
         "sharedGPUs": checks.shared_gpus(),
-        "sharedGPUsOverLimit": over,
+        "sharedGPUsOverLimit": [
+            {"node": o.node, "device": o.device, "pods": o.pods, "maxPodsPerGPU": o.limit,
+             "policy": o.policy, "sample": list(o.sample)} for o in over],
         "pendingGPUPods": {"total": checks.pending_total,
                            "pods": [p.as_dict() for p in checks.pending]},
     }

@@ -16,14 +16,11 @@ Severity = Literal["error", "warning", "info"]
 
 MUTATION = "mutation"
 ENGINE_ERROR = "engine-error"
-SHARED_OVER = "shared-gpu-over-limit"
 PENDING = "gpu-pod-pending"
 EDGE_RULE_HELP = {
     MUTATION: "The admission webhook would change this object (shown with --show-mutations; "
               "`gpupolicy lint --fix` writes the change into the file).",
     ENGINE_ERROR: "The policy engine could not review this object; please report it.",
-    SHARED_OVER: "More pods share one physical GPU than the lowest shared.maxPodsPerGPU of "
-                 "the policies governing them (gpushare/cGPU/HAMi allocation annotations).",
     PENDING: "A GPU pod is Pending and unscheduled; the message says why each node pool "
              "cannot take it.",
 }

@@ -157,9 +157,9 @@ def write_sarif(
         "rules": [_sarif_rule(rule, rule_help.get(rule, ""), worst.get(rule, "warning"))
                   for rule in rule_ids],
     }}
-    out.write('{\n  "$schema": "%s",\n  "version": "2.1.0",\n  "runs": [\n    {\n'
-              '      "tool": %s,\n      "columnKind": "unicodeCodePoints",\n      "results": ['
-              % (SARIF_SCHEMA, _nested(tool, 6)))
+    out.write(f'{{\n  "$schema": "{SARIF_SCHEMA}",\n  "version": "2.1.0",\n  "runs": [\n'
+              f'    {{\n      "tool": {_nested(tool, 6)},\n'
+              '      "columnKind": "unicodeCodePoints",\n      "results": [')
     sep = "\n"
     for f in findings:
         result = _sarif_result(f, index[f.rule])

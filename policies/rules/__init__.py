@@ -39,6 +39,7 @@ from policies.rules import (
     mig_profile_unknown,
     privileged_gpu_container,
     shared_core_invalid,
+    shared_gpu_over_limit,
     shared_memory_over_device,
     shared_memory_over_policy,
     visible_devices_bypass,
@@ -80,7 +81,10 @@ _MODULES: tuple[ModuleType, ...] = (
     gpu_no_matching_hardware,
 )
 
-RULES: dict[str, ModuleType] = {m.ID: m for m in _MODULES}
+# Rules over the whole cluster (`check_cluster(view, context)`): only the audit sees them.
+CLUSTER_RULES: tuple[ModuleType, ...] = (shared_gpu_over_limit,)
+
+RULES: dict[str, ModuleType] = {m.ID: m for m in (*_MODULES, *CLUSTER_RULES)}
 INTRINSIC_RULES = tuple(m for m in _MODULES if m.INTRINSIC)
 POLICY_RULES = tuple(m for m in _MODULES if not m.INTRINSIC)
 
