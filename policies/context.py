@@ -63,6 +63,13 @@ class Context:
         return found
 
 
+    def allowed_models(self, namespace: str) -> list[Sequence[str]]:
+        """The `allowedModels` of every governing policy that sets one: a pod must run on a
+        model in all of them (the one hardware verdict of review and explain)."""
+        return [p.spec.rules.allowed_models for p in self.governing(namespace)
+                if p.spec.rules.allowed_models is not None]
+
+
 def _governs(policy: GPUPolicy, namespace: str, labels: Mapping[str, str]) -> bool:
     spec = policy.spec
     if spec.namespaces is not None and not any(

@@ -75,8 +75,7 @@ def explain(
     ns = namespace_of(obj, namespace)
     policies = context.governing(ns)
     _, _, views = _mutate(obj, specs, policies, ns)
-    allowed = [p.spec.rules.allowed_models for p in policies
-               if p.spec.rules.allowed_models is not None]
+    allowed = context.allowed_models(ns)
     inventory = context.inventory
     pools = inventory.pools if inventory is not None else catalog_pools(context.catalog)
     return [

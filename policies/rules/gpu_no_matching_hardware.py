@@ -26,7 +26,7 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     inventory = context.inventory
     if not rules.require_hardware_match or inventory is None or not view.demand.gpu:
         return
-    allowed = [rules.allowed_models] if rules.allowed_models is not None else []
+    allowed = context.allowed_models(view.namespace)
     if any_fits(view, inventory.pools, allowed_models=allowed):
         return
     results = verdicts(view, inventory.pools, allowed_models=allowed)
