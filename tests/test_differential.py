@@ -140,7 +140,7 @@ def test_every_door_agrees_on_the_corpus(corpus_dir: Path) -> None:
     assert problems == [], "\n".join(problems[:20])
 
 
-def _Args() -> argparse.Namespace:  # noqa: N802 - stands in for parsed CLI flags
+def _Args() -> argparse.Namespace:
     return argparse.Namespace(policies=None, inventory=None, namespaces=[],
                               exclude_namespace=None)
 
