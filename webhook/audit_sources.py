@@ -162,14 +162,11 @@ class FileSource:
         self.unreadable: dict[str, str] = {}  # file -> why
         self.problems: list[tuple[str, yamlpos.SyntaxProblem]] = []
 
-    def _objects(self, file: Path, *, record: bool = False) -> list[dict[str, Any]]:
+    def _objects(self, file: Path) -> list[dict[str, Any]]:
         try:
             stream = sources.read_stream(file)
-        except sources.SourceError as exc:
-            self.unreadable[str(file)] = str(exc).removeprefix(f"{file}: ")
-            return []
-        if record:
-            self.problems.extend((str(file), p) for p in stream.problems)
+        except sources.SourceError:
+            return []  # reported by the workload pass
         return list(sources.stream_objects(stream))
 
     def cluster_objects(self, warn: Warn) -> sources.ClusterObjects:
@@ -192,8 +189,17 @@ class FileSource:
 
     def workloads(self, progress: Progress, unavailable: dict[str, str]) -> Batches:
         for file in self.files:
-            for obj in self._objects(file, record=True):
-                if audited_kind(obj):
-                    yield str(obj["kind"]), [obj]
+            try:
+                raw = sources.read_bytes(file)
+            except sources.SourceError as exc:
+                self.unreadable[str(file)] = str(exc).removeprefix(f"{file}: ")
+                continue
+            for item in yamlpos.iter_stream(raw):  # one document at a time
+                if isinstance(item, yamlpos.SyntaxProblem):
+                    self.problems.append((str(file), item))
+                    continue
+                for _, obj in item.objects():
+                    if audited_kind(obj):
+                        yield str(obj["kind"]), [obj]
         for name, why in sorted(self.unreadable.items()):
             unavailable[f"file {name}"] = why

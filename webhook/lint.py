@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -96,17 +96,17 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         except sources.SourceError as exc:  # the other files are still linted
             stderr.write(f"gpupolicy lint: {exc}\n")
             unreadable = True
-    streams = {name: yamlpos.read_stream(raw) for name, raw in _namespace_files(loaded)}
     try:
-        found = sources.ClusterObjects(namespaces=namespaces_in(streams.values()))
+        found = sources.ClusterObjects(namespaces=namespaces_in(
+            yamlpos.read_stream(raw) for _, raw in _namespace_files(loaded)))
         context, _ = sources.build_context(args, found)
     except (sources.SourceError, PolicyLoadError) as exc:
         stderr.write(f"gpupolicy lint: {exc}\n")
         return 2
     result = Result()
     for name, raw in loaded:
-        stream = streams.pop(name, None) or yamlpos.read_stream(raw)
-        lint_stream(name, stream, context, result, namespace=args.namespace,
+        # one document at a time: a stream of 100k documents is linted in constant memory
+        lint_stream(name, yamlpos.iter_stream(raw), context, result, namespace=args.namespace,
                     show_mutations=args.show_mutations and not args.fix)
     if args.verbose:
         for note in result.notes:
@@ -188,7 +188,7 @@ def namespaces_in(streams: Any) -> dict[str, dict[str, str]]:
 
 def lint_stream(
     name: str,
-    stream: yamlpos.Stream,
+    stream: yamlpos.Stream | Iterable[yamlpos.Document | yamlpos.SyntaxProblem],
     context: Any,
     result: Result,
     *,
@@ -198,12 +198,15 @@ def lint_stream(
     from policies.engine import namespace_of, review
 
     result.files.append(name)
-    for problem in stream.problems:
-        result.findings.append(ReportFinding(
-            rule=problem.rule, severity="error", message=problem.message, file=name,
-            line=problem.line, column=problem.column, document=problem.document or None,
-        ))
-    for doc in stream.documents:
+    items: Iterable[yamlpos.Document | yamlpos.SyntaxProblem] = (
+        [*stream.problems, *stream.documents] if isinstance(stream, yamlpos.Stream) else stream)
+    for doc in items:
+        if isinstance(doc, yamlpos.SyntaxProblem):
+            result.findings.append(ReportFinding(
+                rule=doc.rule, severity="error", message=doc.message, file=name,
+                line=doc.line, column=doc.column, document=doc.document or None,
+            ))
+            continue
         if doc.data is None:
             continue
         found = False

@@ -11,13 +11,30 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import yaml
 
 from policies.paths import FieldPath
 
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_PROBE = _Base("")
+
+
+@lru_cache(maxsize=8192)
+def _resolve(kind: type, value: str, implicit: tuple[bool, bool]) -> str:
+    return str(_Base.resolve(_PROBE, kind, value, implicit))
+
+
+class _Loader(_Base):  # type: ignore[misc]
+    """libyaml composes in C but asks Python for every scalar's implicit tag; manifests repeat
+    the same short scalars (keys, kinds, small numbers) endlessly, so remember the answers."""
+
+    def resolve(self, kind: type, value: Any, implicit: tuple[bool, bool]) -> Any:
+        if kind is yaml.ScalarNode and isinstance(value, str) and len(value) <= 64:
+            return _resolve(kind, value, implicit)
+        return _Base.resolve(self, kind, value, implicit)
 _STR = "tag:yaml.org,2002:str"
 _MERGE = "tag:yaml.org,2002:merge"
 # An alias re-uses a node; a consumer walking the built object sees each use. Past this many
@@ -111,27 +128,34 @@ class Stream:
 
 def read_stream(data: bytes | str) -> Stream:
     """Every document of a YAML/JSON stream and every problem found; never raises."""
-    if isinstance(data, bytes):
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            line, column = _line_col(data[: exc.start].decode("utf-8", "replace"), None)
-            byte = data[exc.start : exc.start + 1].hex()
-            return Stream([], [SyntaxProblem(
-                ENCODING, f"not UTF-8: byte 0x{byte} cannot be decoded", line, column, 0)])
-    else:
-        text = data.removeprefix("\ufeff")
-    stream = Stream([], [], text)
+    text = _text(data)
+    stream = Stream([], [], text if isinstance(text, str) else "")
+    for item in iter_stream(data):
+        if isinstance(item, Document):
+            stream.documents.append(item)
+        else:
+            stream.problems.append(item)
+    return stream
+
+
+def iter_stream(data: bytes | str) -> Iterator[Document | SyntaxProblem]:
+    """The documents and problems of a stream one at a time, in order, so a large stream is
+    read in constant memory (a consumer drops each document when done with it)."""
+    text = _text(data)
+    if isinstance(text, SyntaxProblem):
+        yield text
+        return
     loader = _Loader(text)
     index = 0
     aliases = "&" in text  # without an anchor there is no alias to check
+    problems: list[SyntaxProblem] = []
     try:
         while loader.check_node():
             index += 1
             node = loader.get_node()
             if node is None:
                 continue
-            builder = _Builder(loader, index, stream.problems)
+            builder = _Builder(loader, index, problems)
             try:
                 if aliases:
                     builder.check_size(node)
@@ -140,17 +164,31 @@ def read_stream(data: bytes | str) -> Stream:
                 continue
             except RecursionError:
                 where = _mark(node)
-                stream.problems.append(SyntaxProblem(
+                problems.append(SyntaxProblem(
                     SYNTAX, "nesting too deep", where[0], where[1], index))
                 continue
-            stream.documents.append(Document(index, value, node))
+            finally:
+                yield from problems
+                problems.clear()
+            yield Document(index, value, node)
     except yaml.YAMLError as exc:
-        stream.problems.append(_problem_of(exc, text, max(index, 1)))
+        yield _problem_of(exc, text, max(index, 1))
     except RecursionError:  # a pathological stream; libyaml itself limits flow nesting
-        stream.problems.append(SyntaxProblem(SYNTAX, "nesting too deep", 1, 1, max(index, 1)))
+        yield SyntaxProblem(SYNTAX, "nesting too deep", 1, 1, max(index, 1))
     finally:
         loader.dispose()
-    return stream
+
+
+def _text(data: bytes | str) -> str | SyntaxProblem:
+    if isinstance(data, str):
+        return data.removeprefix("\ufeff")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line, column = _line_col(data[: exc.start].decode("utf-8", "replace"), None)
+        byte = data[exc.start : exc.start + 1].hex()
+        return SyntaxProblem(ENCODING, f"not UTF-8: byte 0x{byte} cannot be decoded",
+                             line, column, 0)
 
 
 class _Refused(Exception):
