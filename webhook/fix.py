@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from difflib import SequenceMatcher
 from pathlib import Path
@@ -38,24 +40,27 @@ def apply_edits(
     stderr: TextIO,
 ) -> int:
     """Fix every file that has edits (lint.Edit: document, prefix, patch, mutated); with
-    write=False print a unified diff instead. Returns the number of files changed."""
-    changed = 0
+    write=False print a unified diff instead. Returns the number of files that could not be
+    written (read-only, changed meanwhile, I/O errors): the caller exits 2 then."""
+    changed = failed = 0
     for name, file_edits in edits.items():
         raw = texts[name]
         try:
             original = raw.decode("utf-8")
             fixed = fix_text(original, file_edits, json_file=name.endswith(".json"))
         except (FixError, UnicodeDecodeError) as exc:
+            # the input itself is at fault (a repeated key...): lint reports it as an error
             stderr.write(f"gpupolicy lint: {name}: not fixed: {exc}\n")
             continue
         if fixed == original:
             continue
         if write:
             try:
-                Path(name).write_text(fixed, encoding="utf-8", newline="")
-            except OSError as exc:
-                stderr.write(f"gpupolicy lint: {name}: not fixed: cannot write: "
-                             f"{exc.strerror or exc}\n")
+                _replace(Path(name), raw, fixed.encode("utf-8"))
+            except (OSError, FixError) as exc:
+                why = exc.strerror or exc if isinstance(exc, OSError) else exc
+                stderr.write(f"gpupolicy lint: {name}: not fixed: {why}\n")
+                failed += 1
                 continue
         else:
             stdout.write(f"--- {_diff_name('a', name)}\n+++ {_diff_name('b', name)}\n")
@@ -65,7 +70,27 @@ def apply_edits(
         changed += 1
     if write and changed:
         stderr.write(f"gpupolicy lint: fixed {changed} file{'s' * (changed != 1)}\n")
-    return changed
+    return failed
+
+
+def _replace(path: Path, linted: bytes, fixed: bytes) -> None:
+    """Write `fixed` in place of `path` only if it still holds what was linted (an editor may
+    have saved it meanwhile), through a temporary file and a rename, so a reader never sees
+    half a file; the file's mode is kept. A read-only file is refused, not replaced."""
+    if not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222:
+        raise FixError("the file is read-only")  # its mode says so, even to root
+    if path.read_bytes() != linted:
+        raise FixError("the file changed while it was linted; run lint --fix again")
+    mode = path.stat().st_mode & 0o7777
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(fixed)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path.resolve())
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def diff_hunks(original: str, fixed: str) -> Iterator[str]:

@@ -111,12 +111,14 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if args.verbose:
         for note in result.notes:
             stderr.write(f"{note}\n")
+    not_fixed = 0
     if args.fix or args.fix_dry_run:
         from webhook import fix
 
-        fix.apply_edits(dict(loaded), result.edits, write=args.fix, stdout=stdout, stderr=stderr)
+        not_fixed = fix.apply_edits(dict(loaded), result.edits, write=args.fix, stdout=stdout,
+                                    stderr=stderr)
     status = emit(args, result, stdout, stderr)
-    return 2 if unreadable else status
+    return 2 if unreadable or not_fixed else status
 
 
 def emit(args: argparse.Namespace, result: Result, stdout: TextIO, stderr: TextIO) -> int:

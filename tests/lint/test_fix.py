@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
+import io
 import json
 import shutil
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -240,3 +243,56 @@ def test_guess_indent(text: str, expected: tuple[int, int]) -> None:
     from webhook.fix import guess_indent
 
     assert guess_indent(text) == expected
+
+
+def _read_only(path: Path) -> None:
+    path.chmod(0o444)
+
+
+def _edited_meanwhile(path: Path) -> None:
+    path.write_text(path.read_text() + "# saved by an editor while lint ran\n")
+
+
+@pytest.mark.parametrize(("spoil", "why"), [
+    (_read_only, "the file is read-only"),
+    (_edited_meanwhile, "the file changed while it was linted"),
+])
+def test_fix_never_overwrites_what_it_must_not(tmp_path: Path, spoil: Any, why: str) -> None:
+    from webhook import fix, lint, sources, yamlpos
+
+    path = tmp_path / "pod.yaml"
+    path.write_text(GPU_POD)
+    linted = path.read_bytes()
+    context, _ = sources.build_context(argparse.Namespace(
+        policies=str(POLICIES), inventory=None, namespaces=[], exclude_namespace=None))
+    result = lint.Result()
+    lint.lint_stream(str(path), yamlpos.iter_stream(linted), context, result, namespace="ml")
+    assert result.edits
+    spoil(path)
+    before = path.read_bytes()
+    err = io.StringIO()
+    failed = fix.apply_edits({str(path): linted}, result.edits, write=True,
+                             stdout=io.StringIO(), stderr=err)
+    assert failed == 1 and why in err.getvalue()
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["pod.yaml"]  # no temporary left behind
+
+
+def test_fix_exits_non_zero_when_a_file_cannot_be_fixed(tmp_path: Path) -> None:
+    path = tmp_path / "pod.yaml"
+    path.write_text(GPU_POD)
+    path.chmod(0o444)
+    run = gpupolicy("lint", "--fix", "--policies", str(POLICIES), "--namespace", "ml", str(path))
+    assert run.code == 2
+    assert "not fixed: the file is read-only" in run.err
+    assert path.read_text() == GPU_POD
+
+
+def test_fix_keeps_the_file_mode(tmp_path: Path) -> None:
+    path = tmp_path / "pod.yaml"
+    path.write_text(GPU_POD)
+    path.chmod(0o640)
+    run = gpupolicy("lint", "--fix", "--policies", str(POLICIES), "--namespace", "ml", str(path))
+    assert run.code in (0, 1), run.err
+    assert path.read_text() != GPU_POD
+    assert path.stat().st_mode & 0o777 == 0o640
