@@ -46,14 +46,6 @@ from policies.rules import (
 )
 from policies.view import PodView
 
-
-class Rule(Protocol):
-    ID: str
-    INTRINSIC: bool
-
-    def check(self, view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]: ...
-
-
 _MODULES: tuple[ModuleType, ...] = (
     gpu_quantity_not_integer,
     gpu_request_without_limit,
