@@ -9,14 +9,9 @@ yielding Findings. Its docstring carries PASS/FAIL examples and is the rule's do
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from functools import lru_cache
 from types import ModuleType
-from typing import Protocol
 
-from policies.context import Context
-from policies.decision import Finding
-from policies.model import GPUPolicy
 from policies.rules import (
     gpu_max_per_container,
     gpu_max_per_pod,
@@ -44,7 +39,6 @@ from policies.rules import (
     shared_memory_over_policy,
     visible_devices_bypass,
 )
-from policies.view import PodView
 
 _MODULES: tuple[ModuleType, ...] = (
     gpu_quantity_not_integer,
