@@ -21,7 +21,7 @@ from typing import Any, TextIO
 from policies.context import Context
 from policies.engine import namespace_of, review
 from policies.loading import PolicyLoadError
-from webhook import sources
+from webhook import options, sources
 from webhook.audit_cluster import ClusterChecks
 from webhook.audit_report import FORMATS, Collector, ObjectRef, write
 from webhook.audit_sources import FileSource, LiveSource, Source
@@ -40,8 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="cluster to audit (default: in-cluster config, else ~/.kube/config)")
     parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
-    parser.add_argument("--format", "-f", choices=FORMATS, default="table")
-    parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE")
+    options.add_format_options(parser, FORMATS, "table")
+    options.add_file_option(parser, FORMATS)
     parser.add_argument("--page-size", type=int, default=500, metavar="N",
                         help="objects per list call (default: 500)")
     parser.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
@@ -49,6 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    options.merge_files(args)
+
     def warn(msg: str) -> None:
         stderr.write(f"gpupolicy audit: {msg}\n")
 

@@ -1,5 +1,5 @@
-"""`gpupolicy` command: a thin dispatcher. Each subcommand lives in its own module and is
-imported only when used, so `gpupolicy lint` does not pay for Flask or the Kubernetes client.
+"""`gpupolicy`: a thin dispatcher. Each subcommand lives in its own module and is imported only
+when used, so `gpupolicy lint` does not pay for Flask or the Kubernetes client.
 
 A subcommand module provides `add_arguments(parser)` and `run(args, stdout, stderr) -> int`.
 """
@@ -9,9 +9,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import TextIO
+
+from webhook.findings import version
+
+DESCRIPTION = ("GPU-aware admission control for Kubernetes: one engine behind the admission "
+               "webhook, the manifest linter and the cluster audit.")
+EPILOG = ("Run `gpupolicy COMMAND --help` for a command's options. Exit status: 0 clean, "
+          "1 findings or refusals, 2 usage errors or unreadable input.")
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -23,32 +31,42 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "policy": ("webhook.cmd_policy", "check policy files"),
     "schema": ("webhook.cmd_schema", "print the GPUPolicy JSON schema or CRD"),
     "certs": ("webhook.certs_cli", "generate a CA and serving certificate"),
+    "completion": ("webhook.completion", "print a shell completion script (bash, zsh)"),
 }
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:  # type: ignore[type-arg]
-    parser = argparse.ArgumentParser(prog="gpupolicy", description=__doc__.splitlines()[0])
+def top_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpupolicy", description=DESCRIPTION, epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"gpupolicy {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    return parser, sub
+    for name, (_, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def command_parser(name: str) -> argparse.ArgumentParser:
+    module = importlib.import_module(COMMANDS[name][0])
+    parser = argparse.ArgumentParser(prog=f"gpupolicy {name}", description=COMMANDS[name][1])
+    module.add_arguments(parser)
+    return parser
 
 
 def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
-    parser, sub = build_parser()
-    for name, (_, help_text) in COMMANDS.items():
-        sub.add_parser(name, help=help_text, add_help=False)
     if not argv or argv[0] not in COMMANDS:
-        if argv and argv[0] in ("-h", "--help"):
-            parser.print_help(stdout)
-            return 0
+        parser = top_parser()
+        try:
+            # argparse writes usage and errors to sys.stdout/sys.stderr: send them where asked
+            with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+                parser.parse_args(argv)
+        except SystemExit as exit_:  # --help, --version, or an unknown command
+            return int(exit_.code or 0)
         parser.print_usage(stderr)
         stderr.write("gpupolicy: choose a command: " + ", ".join(COMMANDS) + "\n")
         return 2
     name = argv[0]
     module = importlib.import_module(COMMANDS[name][0])
-    sub_parser = argparse.ArgumentParser(prog=f"gpupolicy {name}", description=COMMANDS[name][1])
-    module.add_arguments(sub_parser)
+    sub_parser = command_parser(name)
     try:
-        # argparse writes usage and errors to sys.stdout/sys.stderr: send them where asked.
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             args = sub_parser.parse_args(argv[1:])
     except SystemExit as exit_:  # argparse exits 2 on usage errors, 0 on --help
@@ -57,7 +75,17 @@ def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
 
 
 def main() -> None:
-    sys.exit(run(sys.argv[1:], sys.stdout, sys.stderr))
+    try:
+        code = run(sys.argv[1:], sys.stdout, sys.stderr)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `gpupolicy ... | head`: the reader left; say nothing more, as other tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = 141
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)
 
 
 if __name__ == "__main__":

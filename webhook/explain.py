@@ -28,7 +28,7 @@ from policies.engine import explain, namespace_of
 from policies.loading import PolicyLoadError
 from policies.paths import to_display
 from policies.workloads import locations_for
-from webhook import sources, yamlpos
+from webhook import options, sources, yamlpos
 from webhook.audit_sources import BUILT_IN, CUSTOM, LiveSource
 from webhook.cluster import ClusterError
 
@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
     parser.add_argument("--namespace", "-n", metavar="NS",
                         help="namespace of documents that name none (default: default)")
-    parser.add_argument("--format", "-f", choices=("text", "json"), default="text")
+    options.add_format_options(parser, ("text", "json"), "text", output=False)
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:

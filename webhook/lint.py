@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from policies.paths import FieldPath
-from webhook import findings, report, yamlpos
+from webhook import findings, options, report, yamlpos
 from webhook.findings import ENGINE_ERROR, MUTATION
 from webhook.findings import Finding as ReportFinding
 from webhook.sources import manifest_files
@@ -35,9 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="namespace of documents that name none (default: default)")
     parser.epilog = ("Exit status: 0 when no finding is an error, 1 when one is, 2 for a usage "
                      "error or a path that cannot be read.")
-    parser.add_argument("--format", "-f", choices=report.FORMATS, default="text",
-                        help="report format (default: text, grouped by file)")
-    parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE")
+    options.add_format_options(parser, report.FORMATS, "text")
+    options.add_file_option(parser, report.FORMATS)
     parser.add_argument("--show-mutations", action="store_true",
                         help="also report what the mutating webhook would add (severity info)")
     fix = parser.add_mutually_exclusive_group()
@@ -81,6 +80,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from policies.loading import PolicyLoadError
     from webhook import sources
 
+    options.merge_files(args)
     try:
         if args.fix and STDIN in args.paths:
             raise UsageError("--fix cannot write to standard input; use --fix-dry-run")
@@ -171,6 +171,9 @@ def collect_inputs(paths: Sequence[str], *, stdin_name: str) -> list[tuple[str, 
             add(path)
         else:
             raise UsageError(f"{path}: no such file or directory")
+    if not out:
+        raise UsageError(f"no manifests (*.yaml, *.yml, *.json) in {', '.join(paths)}: "
+                         "nothing was linted")
     return out
 
 

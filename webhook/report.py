@@ -7,6 +7,7 @@ Standard library only, so the linter's start-up stays fast.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import html
 import io
@@ -80,6 +81,7 @@ def format_text(
     lines: list[str] = []
     group: str | None = None
     for f in findings:
+        f = _printable(f)
         name = f.file or f.object or "-"
         if name != group:
             if group is not None:
@@ -111,6 +113,21 @@ def format_text(
         summary += f" in {len(files)} file{'s' * (len(files) != 1)}"
     lines.append(paint("error" if total["error"] else "bold", summary))
     return "\n".join(lines) + "\n"
+
+
+# Manifests are input from anyone: a terminal must not run the escape sequences they hold.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _printable(f: Finding) -> Finding:
+    def clean(text: str | None) -> str | None:
+        if text is None or not _CONTROL.search(text):
+            return text
+        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+    return dataclasses.replace(f, message=clean(f.message) or "", file=clean(f.file),
+                               path=clean(f.path), object=clean(f.object),
+                               policy=clean(f.policy))
 
 
 # -- json -------------------------------------------------------------------------------------

@@ -68,6 +68,8 @@ def manifest_files(path: Path) -> list[Path]:
 def read_bytes(path: Path | str) -> bytes:
     try:
         return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise SourceError(f"{path}: no such file or directory") from None
     except OSError as exc:
         raise SourceError(f"{path}: cannot read: {exc.strerror or exc}") from None
 

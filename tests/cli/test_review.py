@@ -81,7 +81,7 @@ def test_review_reads_stdin() -> None:
     [
         (["review", "/nonexistent.yaml"], "/nonexistent.yaml"),
         (["review", "-", "--policies", "/nonexistent-dir"], "/nonexistent-dir"),
-        (["nosuch"], "choose a command"),
+        (["nosuch"], "invalid choice: 'nosuch'"),
     ],
 )
 def test_review_usage_errors(args: list[str], message: str) -> None:

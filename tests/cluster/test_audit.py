@@ -263,7 +263,7 @@ def test_policyreport_one_per_namespace(api_server, kubeconfig):
     _load(api_server, [namespace("team-a"), namespace("team-b"), *_nodes(),
                        _pod("two", node="a100-1", gpus=2), _pod("two", "team-b", gpus=2),
                        _pod("ok", "team-b", node="t4-1"), gpupolicy("max-one", **refuse)])
-    code, out, _ = gpupolicy_cli("audit", "--kubeconfig", kubeconfig, "-f", "policyreport")
+    code, out, _ = gpupolicy_cli("audit", "--kubeconfig", kubeconfig, "-o", "policyreport")
     assert code == 1
     docs = list(yaml.safe_load_all(out))
     assert [(d["kind"], d["metadata"].get("namespace")) for d in docs] == [
@@ -280,7 +280,7 @@ def test_policyreport_one_per_namespace(api_server, kubeconfig):
 def test_every_format_renders_and_progress_stays_off_a_pipe(api_server, kubeconfig, fmt):
     _load(api_server, [namespace("team-a"), *_nodes(), _pod("p", node="t4-1"),
                        _pod("q", gpus=16, phase="Pending")])
-    code, out, err = gpupolicy_cli("audit", "--kubeconfig", kubeconfig, "-f", fmt)
+    code, out, err = gpupolicy_cli("audit", "--kubeconfig", kubeconfig, "-o", fmt)
     assert code == 1, err  # q asks for 16 GPUs: no node has them
     assert "\r" not in err
     if fmt == "table":
@@ -330,7 +330,7 @@ def test_offline_bad_files_are_named_and_the_rest_audited(tmp_path):
 def test_shared_gpu_facts_go_to_a_cluster_policy_report(api_server, kubeconfig):
     _load(api_server, [namespace("team-a"), gpupolicy("shared", **SHARED), *_nodes(),
                        *(_share(n, "1") for n in "abc")])
-    code, out, _ = gpupolicy_cli("audit", "--kubeconfig", kubeconfig, "-f", "policyreport")
+    code, out, _ = gpupolicy_cli("audit", "--kubeconfig", kubeconfig, "-o", "policyreport")
     assert code == 0
     cluster = [d for d in yaml.safe_load_all(out) if d["kind"] == "ClusterPolicyReport"]
     (report,) = cluster

@@ -86,7 +86,7 @@ def test_live_cluster_gives_the_same_answer(api_server, kubeconfig, tmp_path, ca
     _load(api_server, [namespace("ml"), *_nodes(), *extra, workload])
     code, out, err = gpupolicy_cli("explain", f"{workload['metadata']['namespace']}/"
                                               f"{workload['metadata']['name']}",
-                                   "--kubeconfig", kubeconfig, "-f", "json")
+                                   "--kubeconfig", kubeconfig, "-o", "json")
     assert code == 1, err
     live = json.loads(out)
     _, offline = _explain_file(tmp_path, [*extra, workload, *_nodes()])
@@ -121,8 +121,8 @@ def test_deployment_by_kind_and_scheduler_message(api_server, kubeconfig):
 
 @pytest.mark.parametrize(
     ("target", "message"),
-    [("ml/missing", "not found in the cluster"), ("a/b/c/d", "a/b/c/d: cannot read: No such file"),
-     ("/nonexistent", "/nonexistent: cannot read: No such file"),
+    [("ml/missing", "not found in the cluster"), ("a/b/c/d", "a/b/c/d: no such file or directory"),
+     ("/nonexistent", "/nonexistent: no such file or directory"),
      ("widget/ml/x", "unknown kind")],
 )
 def test_bad_targets_are_clear_errors(api_server, kubeconfig, target, message):
