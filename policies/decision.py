@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from policies.model import Mode
-from policies.paths import FieldPath, to_display
+from policies.paths import FieldPath, to_display, to_pointer
 
 Severity = Literal["error", "warning", "info"]
 Level = Literal["error", "warning"]
@@ -61,14 +61,35 @@ class Violation:
         }
 
 
+class PatchOp(NamedTuple):
+    """One change the engine makes, and the policy whose `inject` asked for it.
+
+    `path` is the RFC 6902 path as a tuple: it ends in "-" when the op appends to a list,
+    as the JSON pointer does. When several policies inject the same list item, the one
+    credited is the winner (lowest priority, then name), the one that would have added it
+    alone. A named tuple, not a frozen dataclass: one is made per op on the admission path,
+    and this is about half the cost."""
+
+    op: Literal["add"]
+    path: FieldPath
+    value: Any
+    policy: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The op as the mutating webhook sends it."""
+        return {"op": self.op, "path": to_pointer(self.path), "value": self.value}
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     allowed: bool
+    # RFC 6902 ops as sent to the apiserver; `ops` holds the same ops, structured and attributed.
     patch: tuple[dict[str, Any], ...] = ()
     mutated: Any = None
     violations: tuple[Violation, ...] = ()
     gpu: bool = False
     policies: tuple[str, ...] = field(default=())
+    ops: tuple[PatchOp, ...] = ()
 
     @property
     def denials(self) -> tuple[Violation, ...]:

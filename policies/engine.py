@@ -55,11 +55,12 @@ def review(
     creating = operation == "CREATE"
     return Decision(
         allowed=not any(v.denies for v in violations),
-        patch=tuple(patch.ops) if creating else (),
+        patch=tuple(patch.json_patch) if creating else (),
         mutated=patch.doc if creating else obj,
         violations=violations,
         gpu=any(v.demand.gpu for v in views),
         policies=tuple(p.name for p in policies),
+        ops=tuple(patch.ops) if creating else (),
     )
 
 

@@ -3,7 +3,9 @@
 Every change first looks at what is there, so a second run finds nothing to do. Lists are
 merged over all governing policies; single values come from the first policy (lowest priority,
 then name) that sets them. What the policies ask is worked out once per set of policies (a
-Plan), so an admission only compares and writes.
+Plan), so an admission only compares and writes. Each item of the plan carries the name of
+the policy that asked for it (for an item several ask for, the first of them), and every
+patch op is written for that policy: one op never mixes what two policies asked for.
 """
 
 from __future__ import annotations
@@ -29,13 +31,15 @@ class Plan:
     """The merged `inject` of the policies governing one namespace, as the pod would carry it.
     Its dicts are shared between admissions: nothing may change them (Patch copies)."""
 
-    tolerations: tuple[tuple[tuple[Any, ...], dict[str, Any]], ...]  # (identity, toleration)
+    # (identity, toleration, policy name)
+    tolerations: tuple[tuple[tuple[Any, ...], dict[str, Any], str], ...]
     node_selector: tuple[tuple[str, str, GPUPolicy], ...]  # first policy per key wins
-    required: tuple[dict[str, Any], ...]
-    preferred: tuple[dict[str, Any], ...]
-    single: tuple[tuple[str, str], ...]  # (field, value): runtimeClassName, priorityClassName
-    limits_from_requests: bool
-    hide_devices: bool
+    required: tuple[tuple[dict[str, Any], str], ...]  # (requirement, policy name)
+    preferred: tuple[tuple[dict[str, Any], str], ...]
+    # (field, value, policy name): runtimeClassName, priorityClassName
+    single: tuple[tuple[str, str, str], ...]
+    limits_from_requests: str | None  # the first policy that asks, if any
+    hide_devices: str | None
 
 
 def inject(
@@ -46,19 +50,19 @@ def inject(
         return
     plan = plan_for(policies)
     if plan.hide_devices:
-        _hide_devices(patch, demand)
+        _hide_devices(patch, demand, plan.hide_devices)
     if not demand.gpu:
         return
     try:
         if plan.limits_from_requests:
-            _limits_from_requests(patch, demand)
+            _limits_from_requests(patch, demand, plan.limits_from_requests)
         if plan.tolerations:
             _tolerations(patch, (*prefix, "tolerations"), plan)
         yield from _node_selector(patch, (*prefix, "nodeSelector"), plan)
         _node_affinity(patch, (*prefix, "affinity", "nodeAffinity"), plan)
-        for field, value in plan.single:
+        for field, value, by in plan.single:
             if not patch.get((*prefix, field)):
-                patch.set((*prefix, field), value)
+                patch.set((*prefix, field), value, by=by)
     except PatchConflict as exc:
         yield policies[0], Finding("pod-spec-malformed", str(exc), prefix)
 
@@ -79,33 +83,38 @@ def plan_for(policies: Sequence[GPUPolicy]) -> Plan:
 
 
 def _plan(policies: Sequence[GPUPolicy]) -> Plan:
-    tolerations: dict[tuple[Any, ...], dict[str, Any]] = {}
+    tolerations: dict[tuple[Any, ...], tuple[dict[str, Any], str]] = {}
     selector: dict[str, tuple[str, GPUPolicy]] = {}
-    required: list[dict[str, Any]] = []
-    preferred: list[dict[str, Any]] = []
-    single: dict[str, str] = {}
-    for policy in policies:
-        inject = policy.spec.inject
+    required: list[tuple[dict[str, Any], str]] = []
+    preferred: list[tuple[dict[str, Any], str]] = []
+    single: dict[str, tuple[str, str]] = {}
+    # Whoever comes first wins a single value and is credited with a shared list item.
+    ordered = sorted(policies, key=lambda p: (p.spec.priority, p.name))
+    for policy in ordered:
+        inject, name = policy.spec.inject, policy.name
         for toleration in map(_dump, inject.tolerations):
-            tolerations.setdefault(_toleration_key(toleration), toleration)
+            tolerations.setdefault(_toleration_key(toleration), (toleration, name))
         for key, value in inject.node_selector.items():
             selector.setdefault(key, (value, policy))
         if inject.node_affinity is not None:
-            required += [r for r in map(_dump, inject.node_affinity.required) if r not in required]
-            preferred += [p for p in map(_dump, inject.node_affinity.preferred)
-                          if p not in preferred]
-        for field, name in (("runtimeClassName", inject.runtime_class_name),
-                            ("priorityClassName", inject.priority_class_name)):
-            if name:
-                single.setdefault(field, name)
+            required += [(r, name) for r in map(_dump, inject.node_affinity.required)
+                         if all(r != have for have, _ in required)]
+            preferred += [(p, name) for p in map(_dump, inject.node_affinity.preferred)
+                          if all(p != have for have, _ in preferred)]
+        for field, wanted in (("runtimeClassName", inject.runtime_class_name),
+                              ("priorityClassName", inject.priority_class_name)):
+            if wanted:
+                single.setdefault(field, (wanted, name))
     return Plan(
-        tolerations=tuple(tolerations.items()),
+        tolerations=tuple((k, t, by) for k, (t, by) in tolerations.items()),
         node_selector=tuple((k, v, p) for k, (v, p) in selector.items()),
         required=tuple(required),
         preferred=tuple(preferred),
-        single=tuple(single.items()),
-        limits_from_requests=any(p.spec.inject.gpu_limits_from_requests for p in policies),
-        hide_devices=any(p.spec.inject.hide_gpus_from_non_gpu_containers for p in policies),
+        single=tuple((field, value, by) for field, (value, by) in single.items()),
+        limits_from_requests=next(
+            (p.name for p in ordered if p.spec.inject.gpu_limits_from_requests), None),
+        hide_devices=next(
+            (p.name for p in ordered if p.spec.inject.hide_gpus_from_non_gpu_containers), None),
     )
 
 
@@ -121,7 +130,7 @@ def _toleration_key(t: Mapping[str, Any]) -> tuple[Any, ...]:
             t.get("effect") or "", t.get("tolerationSeconds"))
 
 
-def _limits_from_requests(patch: Patch, demand: PodDemand) -> None:
+def _limits_from_requests(patch: Patch, demand: PodDemand, by: str) -> None:
     for container in demand.containers:
         resources = container.spec.get("resources")
         if not isinstance(resources, dict) or not isinstance(resources.get("requests"), dict):
@@ -131,16 +140,16 @@ def _limits_from_requests(patch: Patch, demand: PodDemand) -> None:
         for name in container.amounts:
             if name in resources["requests"] and name not in limits:
                 value = resources["requests"][name]
-                patch.set((*container.path, "resources", "limits", name), value)
+                patch.set((*container.path, "resources", "limits", name), value, by=by)
 
 
 def _tolerations(patch: Patch, path: FieldPath, plan: Plan) -> None:
     current = patch.get(path)
     have = {_toleration_key(t) for t in current if isinstance(t, dict)} if isinstance(
         current, list) else set()
-    for key, toleration in plan.tolerations:
+    for key, toleration, by in plan.tolerations:
         if key not in have:
-            patch.append(path, toleration)
+            patch.append(path, toleration, by=by)
 
 
 def _node_selector(
@@ -153,7 +162,7 @@ def _node_selector(
     for key, value, policy in plan.node_selector:
         have = current.get(key)
         if have is None:
-            patch.set((*path, key), value)
+            patch.set((*path, key), value, by=policy.name)
         elif have != value:
             yield policy, Finding(
                 "node-selector-conflict",
@@ -166,37 +175,45 @@ def _node_selector(
 def _node_affinity(patch: Patch, base: FieldPath, plan: Plan) -> None:
     if not (plan.required or plan.preferred):
         return
-    if patch.get(base) is None:  # nothing there yet: one op for all of it
+    if patch.get(base) is None:
+        # Nothing there yet: one op adds all that the first policy asks for; what other
+        # policies ask for follows in ops of their own.
+        by = (plan.required or plan.preferred)[0][1]
         affinity: dict[str, Any] = {}
-        if plan.required:
-            affinity[REQUIRED] = {"nodeSelectorTerms": [{"matchExpressions": list(plan.required)}]}
-        if plan.preferred:
-            affinity[PREFERRED] = list(plan.preferred)
-        patch.set(base, affinity)
-        return
+        required = [r for r, owner in plan.required if owner == by]
+        if required:
+            affinity[REQUIRED] = {"nodeSelectorTerms": [{"matchExpressions": required}]}
+        preferred = [t for t, owner in plan.preferred if owner == by]
+        if preferred:
+            affinity[PREFERRED] = preferred
+        patch.set(base, affinity, by=by)
+        if len(required) == len(plan.required) and len(preferred) == len(plan.preferred):
+            return  # one policy asked for all of it (the usual case)
     if plan.required:
         terms_path = (*base, REQUIRED, "nodeSelectorTerms")
         terms = patch.get(terms_path)
         if not isinstance(terms, list) or not terms:
-            patch.set(terms_path, [{"matchExpressions": list(plan.required)}])
-        else:
-            # Terms are ORed: the requirement must hold in each of them.
-            for index, term in enumerate(terms):
-                expressions = term.get("matchExpressions") if isinstance(term, dict) else None
-                have = expressions if isinstance(expressions, list) else []
-                for requirement in plan.required:
-                    if requirement not in have:
-                        patch.append((*terms_path, index, "matchExpressions"), requirement)
+            by = plan.required[0][1]
+            patch.set(terms_path, [{"matchExpressions": [
+                r for r, owner in plan.required if owner == by]}], by=by)
+            terms = patch.get(terms_path)
+        # Terms are ORed: the requirement must hold in each of them.
+        for index, term in enumerate(terms):
+            expressions = term.get("matchExpressions") if isinstance(term, dict) else None
+            have = expressions if isinstance(expressions, list) else []
+            for requirement, by in plan.required:
+                if requirement not in have:
+                    patch.append((*terms_path, index, "matchExpressions"), requirement, by=by)
     if plan.preferred:
         path = (*base, PREFERRED)
         current = patch.get(path)
         have = current if isinstance(current, list) else []
-        for term in plan.preferred:
+        for term, by in plan.preferred:
             if term not in have:
-                patch.append(path, term)
+                patch.append(path, term, by=by)
 
 
-def _hide_devices(patch: Patch, demand: PodDemand) -> None:
+def _hide_devices(patch: Patch, demand: PodDemand, by: str) -> None:
     for container in demand.containers:
         if container.gpu or container.role == "ephemeral":
             continue
@@ -205,4 +222,4 @@ def _hide_devices(patch: Patch, demand: PodDemand) -> None:
             isinstance(e, dict) and e.get("name") == VISIBLE_DEVICES for e in env
         ):
             continue
-        patch.append((*container.path, "env"), HIDDEN)
+        patch.append((*container.path, "env"), HIDDEN, by=by)

@@ -1,13 +1,15 @@
 """Recording RFC 6902 ops that apply to the object as sent, while keeping a patched copy.
 
 Each op is written against the document as left by the ops before it, which is how the
-apiserver applies them; a parent that is missing is added whole, never assumed.
+apiserver applies them; a parent that is missing is added whole, never assumed. Every op
+names the policy it is written for (`by`), so the decision can say who changed what.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from policies.decision import PatchOp
 from policies.paths import FieldPath, to_pointer
 
 _MISSING = object()
@@ -20,7 +22,8 @@ class PatchConflict(ValueError):
 class Patch:
     def __init__(self, original: Any) -> None:
         self.original = original
-        self.ops: list[dict[str, Any]] = []
+        self.ops: list[PatchOp] = []
+        self.json_patch: list[dict[str, Any]] = []  # the same ops as the apiserver reads them
         self._doc: Any = _MISSING
         # Containers of the patched copy that are ours to change; everything else is shared
         # with the original, which is never changed (copy on write).
@@ -39,7 +42,7 @@ class Patch:
                 return None
         return node
 
-    def set(self, path: FieldPath, value: Any) -> None:
+    def set(self, path: FieldPath, value: Any, *, by: str) -> None:
         """Set a map member, adding the missing maps above it as one nested value."""
         parent = self._root()
         for depth in range(len(path) - 1):
@@ -47,24 +50,25 @@ class Patch:
             child = _child(parent, part)
             if child is None and isinstance(parent, dict):
                 # Absent or null: add it, with everything below it, in one op.
-                self._emit(path[: depth + 1], _nest(path[depth + 1 :], value), parent, part)
+                self._emit(path[: depth + 1], _nest(path[depth + 1 :], value), parent, part, by)
                 return
             if not isinstance(child, dict | list):
                 break
             parent = self._owned(parent, part, child)
         if not isinstance(parent, dict):
             raise PatchConflict(f"cannot set {to_pointer(path)}: its parent is not an object")
-        self._emit(path, value, parent, path[-1])
+        self._emit(path, value, parent, path[-1], by)
 
-    def append(self, path: FieldPath, item: Any) -> None:
+    def append(self, path: FieldPath, item: Any, *, by: str) -> None:
         """Append to a list, adding the list (and missing maps above it) when absent."""
         if not isinstance(self.get(path), list):
-            self.set(path, [item])
+            self.set(path, [item], by=by)
             return
         node = self._root()
         for part in path:
             node = self._owned(node, part, node[part])
-        self._emit((*path, "-"), item, node, "-")
+        self._emit((*path, "-"), item, node, "-", by)
+
 
     def _root(self) -> Any:
         if self._doc is _MISSING:
@@ -80,12 +84,13 @@ class Patch:
         self._own.add(id(child))
         return child
 
-    def _emit(self, path: FieldPath, value: Any, parent: Any, key: str | int) -> None:
+    def _emit(self, path: FieldPath, value: Any, parent: Any, key: str | int, by: str) -> None:
         # One copy, shared by the op and the document: callers may pass shared data (cached
         # policy dumps), and since it is not marked as ours, a later op that writes inside it
         # copies it first, so the op keeps what it said.
         fresh = clone(value)
-        self.ops.append({"op": "add", "path": to_pointer(path), "value": fresh})
+        self.ops.append(PatchOp("add", path, fresh, by))
+        self.json_patch.append({"op": "add", "path": to_pointer(path), "value": fresh})
         if key == "-":
             parent.append(fresh)
         else:

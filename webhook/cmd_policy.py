@@ -1,8 +1,11 @@
 """`gpupolicy policy check FILE|DIR ...`: validate GPUPolicy files before they reach a cluster.
 
-Every problem of every file is printed as `file:line: document N: field.path: message`, so an
-editor or CI log can jump to it. Exit 0 when all policies are valid, 1 on problems, 2 when a
-path cannot be read.
+Every problem of every file is printed as `file:line:column: document N: field.path: message`,
+so an editor or CI log can jump to it. Besides the document's own shape, every value `inject`
+would write into pods is held to the apiserver's rules (label and taint keys, label values,
+DNS names, selector operators and their values): a policy the webhook would turn into pods
+the apiserver refuses fails here instead. Exit 0 when all policies are valid, 1 on problems,
+2 when a path cannot be read.
 """
 
 from __future__ import annotations

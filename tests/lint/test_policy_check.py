@@ -1,4 +1,4 @@
-"""`gpupolicy policy check`: every problem with file, line, document and field path."""
+"""`gpupolicy policy check`: every problem with file, line, column, document and field path."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ BAD = "tests/lint/fixtures/bad-policies"
 
 
 @pytest.mark.parametrize(("line", "expected"), [
-    (0, f"{BAD}/broken.yaml:4: document 1: invalid YAML: did not find expected ',' or '}}'"),
-    (1, f"{BAD}/typos.yaml:8: document 1: spec.rules.maxGPUsPerPod: Input should be a valid "
+    (0, f"{BAD}/broken.yaml:4:1: document 1: invalid YAML: did not find expected ',' or '}}'"),
+    (1, f"{BAD}/typos.yaml:8:20: document 1: spec.rules.maxGPUsPerPod: Input should be a valid "
         "integer, unable to parse string as an integer"),
-    (2, f"{BAD}/typos.yaml:15: document 2: spec.mode: Input should be 'Enforce', 'Warn' or "
+    (2, f"{BAD}/typos.yaml:15:9: document 2: spec.mode: Input should be 'Enforce', 'Warn' or "
         "'Audit'"),
-    (3, f"{BAD}/typos.yaml:25: document 3: spec.inject.runtimeClass: unknown field"),
+    (3, f"{BAD}/typos.yaml:25:5: document 3: spec.inject.runtimeClass: unknown field"),
     (4, "4 problems in 2 files"),
 ])
 def test_problems_name_file_line_document_and_field(line: int, expected: str) -> None:
@@ -42,3 +42,18 @@ def test_exit_codes(argv: tuple[str, ...], code: int, out: str) -> None:
 
 def test_the_lint_fixture_policies_are_valid() -> None:
     assert gpupolicy("policy", "check", str(FIXTURES / "policies")).code == 0
+
+
+def test_injections_the_apiserver_refuses_are_all_reported_in_one_run() -> None:
+    """Issue 13 item 5: each of the four, at its line and column, before any pod is hit."""
+    run = gpupolicy("policy", "check", f"{BAD}/apiserver.yaml", cwd=ROOT)
+    assert run.code == 1
+    where = [line.split(": ")[:3] for line in run.out.splitlines()[:-1]]
+    assert where == [
+        [f"{BAD}/apiserver.yaml:9:14", "document 1", "spec.inject.tolerations[0].key"],
+        [f"{BAD}/apiserver.yaml:13:16", "document 1", "spec.inject.tolerations[1].value"],
+        [f"{BAD}/apiserver.yaml:15:7", "document 1",
+         "spec.inject.nodeSelector['bad key/with/slashes']"],
+        [f"{BAD}/apiserver.yaml:16:23", "document 1", "spec.inject.runtimeClassName"],
+    ]
+    assert run.out.splitlines()[-1] == "4 problems in 1 file"
