@@ -1,0 +1,470 @@
+"""Can one node satisfy every request of every claim of a pod at once? (reference/dra.md §3)
+
+Per NodeGroup (nodes that see identical devices), the scheduler's allocator is replayed: class
+selectors then request selectors, capacity requests, taints the request does not tolerate,
+shared counters of partitionable devices, constraints, `firstAvailable` alternatives in order,
+`allocationMode: All`, admin access. The search is exhaustive like the allocator's but bounded
+by a step budget; past it the node is given the benefit of the doubt (never a false refusal).
+Reasons read as the scheduler's missing explanation: "2 devices match class gpu.nvidia.com and
+selector productName == 'NVIDIA H100 80GB HBM3', the claim asks for 4".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from policies.dra.cel import compile_selector, evaluate
+from policies.dra.objects import (
+    Claim,
+    Device,
+    Request,
+    RequestSlot,
+    Selector,
+    typed_value,
+)
+from policies.dra.pools import DraInventory, NodeGroup, Pool
+from policies.dra.problems import Problem, ProblemKind
+from policies.paths import FieldPath
+from policies.quantity import Number
+
+STEP_BUDGET = 20_000
+MAX_DEVICES_PER_CLAIM = 32
+_BLOCKING = frozenset({"NoSchedule", "NoExecute"})
+_PREFIX = re.compile(r"""device\.(?:attributes|capacity)\[\s*(['"])[^'"]*\1\s*\]\.""")
+
+
+@dataclass(frozen=True, slots=True)
+class GroupVerdict:
+    group: str  # the first node of the group
+    nodes: tuple[str, ...]
+    reasons: tuple[str, ...]
+    # request slot ("claim/request") -> the alternative chosen ("req" or "req/sub")
+    chosen: Mapping[str, str] = field(default_factory=dict)
+    # request slot -> devices it takes (for quota and per-pod GPU counts)
+    devices: Mapping[str, int] = field(default_factory=dict)
+    problems: tuple[Problem, ...] = ()
+    undecided: bool = False  # the search ran out of budget; counted as a fit
+
+    @property
+    def fits(self) -> bool:
+        return not self.reasons
+
+
+def short(selectors: Sequence[Selector]) -> str:
+    """Selectors as a reason quotes them, without the `device.attributes['d'].` noise."""
+    return " && ".join(_PREFIX.sub("", s.expression).strip() for s in selectors)
+
+
+def check(claims: Sequence[Claim], inventory: DraInventory) -> list[GroupVerdict]:
+    """Every node group with the reasons it cannot take all `claims` together."""
+    return [check_group(claims, group, inventory) for group in inventory.groups]
+
+
+def any_fits(claims: Sequence[Claim], inventory: DraInventory) -> bool:
+    return any(check_group(claims, g, inventory).fits for g in inventory.groups)
+
+
+def check_group(claims: Sequence[Claim], group: NodeGroup,
+                inventory: DraInventory) -> GroupVerdict:
+    return _Check(claims, group, inventory).run()
+
+
+# ---------------------------------------------------------------- candidates
+
+
+@dataclass(eq=False)
+class _Alt:
+    """One request alternative with the devices that could serve it, in first-fit order."""
+
+    claim: int
+    slot: str
+    request: Request
+    candidates: list[int]
+    reason: str = ""  # why it cannot be served at all, "" when the search may try it
+
+
+@dataclass
+class _Flat:
+    pool: Pool
+    pool_index: int
+    device: Device
+
+
+class _Abort(Exception):
+    """A CEL error or a missing class: the scheduler stops the pod, not just this device."""
+
+
+class _Exhausted(Exception):
+    pass
+
+
+class _Check:
+    def __init__(self, claims: Sequence[Claim], group: NodeGroup, inventory: DraInventory):
+        self.claims = claims
+        self.group = group
+        self.inventory = inventory
+        self.flat: list[_Flat] = []
+        self.unusable: list[str] = []
+        for index, pool in enumerate(group.pools):
+            if pool.usable:
+                self.flat.extend(_Flat(pool, index, d) for d in pool.devices)
+            else:
+                self.unusable.append(pool.why_unusable())
+        self.problems: list[Problem] = []
+        self.several = sum(len(c.requests) for c in claims) > 1
+        self.budget = STEP_BUDGET
+
+    def run(self) -> GroupVerdict:
+        try:
+            units = [self._alternatives(ci, slot) for ci, claim in enumerate(self.claims)
+                     for slot in claim.requests]
+        except _Abort as stop:
+            return self._verdict((str(stop),))
+        static = [self._static_reason(alts) for alts in units]
+        if any(static):
+            return self._verdict(tuple(r for r in static if r))
+        search = _Search(self, units)
+        try:
+            found = search.place(0)
+        except _Exhausted:
+            return self._verdict((), undecided=True)
+        if not found:
+            return self._verdict((search.explain(),))
+        chosen = {f"{self._slot_name(a)}": a.request.name for a in search.picked_alts}
+        taken = {f"{self._slot_name(a)}": n for a, n in search.picked_counts.items()}
+        return self._verdict((), chosen=chosen, taken=taken)
+
+    def _verdict(self, reasons: tuple[str, ...], undecided: bool = False,
+                 chosen: Mapping[str, str] | None = None,
+                 taken: Mapping[str, int] | None = None) -> GroupVerdict:
+        if reasons and self.unusable:
+            reasons = (*reasons, *(f"{u}, its devices are not usable" for u in self.unusable))
+        return GroupVerdict(self.group.name, self.group.nodes, reasons, chosen or {},
+                            taken or {}, tuple(self.problems), undecided)
+
+    def _slot_name(self, alt: _Alt) -> str:
+        claim = self.claims[alt.claim]
+        return f"{claim.name}/{alt.slot}" if claim.name else alt.slot
+
+    def _label(self, claim: Claim, request: Request) -> str:
+        if not self.several:
+            return ""
+        return f"claim {claim.name or '(unnamed)'} request {request.name}: "
+
+    def _alternatives(self, ci: int, slot: RequestSlot) -> list[_Alt]:
+        return [self._candidates(ci, slot, request) for request in slot.alternatives]
+
+    def _static_reason(self, alts: list[_Alt]) -> str:
+        if any(not a.reason for a in alts):
+            return ""
+        if len(alts) == 1:
+            return alts[0].reason
+        slot = alts[0].slot
+        parts = "; ".join(f"{a.request.name}: {a.reason}" for a in alts)
+        return f"no alternative of request {slot} fits ({parts})"
+
+    def _candidates(self, ci: int, slot: RequestSlot, request: Request) -> _Alt:
+        claim = self.claims[ci]
+        label = self._label(claim, request)
+        cls = self.inventory.classes.get(request.class_name)
+        if cls is None:
+            raise _Abort(f"{label}device class {request.class_name} does not exist")
+        class_programs = [(s, compile_selector(s.expression), f"class {cls.name}")
+                          for s in cls.selectors]
+        request_programs = [(s, compile_selector(s.expression),
+                             f"claim {claim.namespace}/{claim.name}" if claim.name else "claim")
+                            for s in request.selectors]
+        for selector, program, owner in (*class_programs, *request_programs):
+            if program.error:
+                self.problems.append(Problem(selector.path, program.error, "selector-invalid"))
+                raise _Abort(f"{label}{owner}: selector {_quote(selector.expression)} "
+                             f"{program.error}")
+        by_class = [i for i, f in enumerate(self.flat)
+                    if self._passes(class_programs, f, claim, label)]
+        by_selector = [i for i in by_class if self._passes(request_programs, self.flat[i],
+                                                           claim, label)]
+        by_capacity = [i for i in by_selector if _has_capacity(self.flat[i].device, request)]
+        tolerated = [i for i in by_capacity if not _untolerated(self.flat[i].device, request)]
+        alt = _Alt(ci, slot.name, request, tolerated)
+        what = f"class {cls.name}"
+        if request.selectors:
+            what += f" and selector {short(request.selectors)}"
+        if request.mode == "All":
+            alt.reason = self._all_reason(label, what, by_selector, by_capacity, tolerated,
+                                          request)
+            return alt
+        need = request.count
+        asks = f"the claim asks for {need}"
+        if len(by_class) < need:
+            alt.reason = f"{label}{_devices(len(by_class))} match {'class ' + cls.name}, {asks}"
+        elif len(by_selector) < need:
+            alt.reason = f"{label}{_devices(len(by_selector))} match {what}, {asks}"
+        elif len(by_capacity) < need:
+            alt.reason = (f"{label}{_devices(len(by_capacity))} match {what} and have the "
+                          f"capacity requested ({_amounts(request.capacity)}), {asks}")
+        elif len(tolerated) < need:
+            taint = _first_taint(self.flat, by_capacity, request)
+            alt.reason = (f"{label}{_devices(len(tolerated))} match {what} without a taint "
+                          f"the request does not tolerate ({taint}), {asks}")
+        return alt
+
+    def _all_reason(self, label: str, what: str, matched: list[int], with_capacity: list[int],
+                    tolerated: list[int], request: Request) -> str:
+        if self.unusable:
+            return f"{label}allocationMode All cannot be satisfied: {self.unusable[0]}"
+        if not matched:
+            return f"{label}allocationMode All: no device matches {what}"
+        if len(with_capacity) < len(matched):
+            return (f"{label}allocationMode All: {len(matched) - len(with_capacity)} of the "
+                    f"{len(matched)} devices matching {what} lack the capacity requested")
+        if len(tolerated) < len(with_capacity):
+            taint = _first_taint(self.flat, with_capacity, request)
+            return (f"{label}allocationMode All takes every device matching {what}, and "
+                    f"{len(with_capacity) - len(tolerated)} of them carry a taint the request "
+                    f"does not tolerate ({taint})")
+        if len(matched) > MAX_DEVICES_PER_CLAIM:
+            return (f"{label}allocationMode All would take {len(matched)} devices, a claim "
+                    f"holds at most {MAX_DEVICES_PER_CLAIM}")
+        return ""
+
+    def _passes(self, programs: Sequence[tuple[Selector, Any, str]], flat: _Flat, claim: Claim,
+                label: str) -> bool:
+        for index, (selector, program, owner) in enumerate(programs):
+            outcome = evaluate(program, flat.device)
+            if outcome.error:
+                kind: ProblemKind = "advice" if outcome.error.startswith("no such key") \
+                    else "selector-invalid"
+                where = f"{flat.device.driver}/{flat.pool.name}/{flat.device.name}"
+                message = (f"{owner}: selector #{index} on device {where}: CEL runtime error: "
+                           f"{outcome.error}")
+                self.problems.append(Problem(selector.path, message, kind))
+                raise _Abort(label + message)
+            if not outcome.matches:
+                return False
+        return True
+
+
+def _quote(expression: str) -> str:
+    return repr(expression if len(expression) <= 120 else expression[:117] + "...")
+
+
+def _devices(n: int) -> str:
+    return "1 device" if n == 1 else f"{n} devices"
+
+
+def _amounts(amounts: Mapping[str, Number]) -> str:
+    return ", ".join(f"{k}={_number(v)}" for k, v in sorted(amounts.items()))
+
+
+def _number(value: Number) -> str:
+    value_int = int(value)
+    if value_int == value:
+        for suffix, scale in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if value_int and value_int % scale == 0:
+                return f"{value_int // scale}{suffix}"
+        return str(value_int)
+    return str(float(value))
+
+
+def _has_capacity(device: Device, request: Request) -> bool:
+    for name, amount in request.capacity.items():
+        have = device.capacity.get(name)
+        if have is None or amount > have:
+            return False
+    return True
+
+
+def _untolerated(device: Device, request: Request) -> str:
+    for taint in device.taints:
+        if taint.effect in _BLOCKING and not any(t.tolerates(taint)
+                                                 for t in request.tolerations):
+            return f"{taint.key}{'=' + taint.value if taint.value else ''}:{taint.effect}"
+    return ""
+
+
+def _first_taint(flat: Sequence[_Flat], indexes: Iterable[int], request: Request) -> str:
+    for i in indexes:
+        found = _untolerated(flat[i].device, request)
+        if found:
+            return f"{flat[i].device.name}: {found}"
+    return ""
+
+
+# ---------------------------------------------------------------- search
+
+
+class _Search:
+    """Backtracking over requests (in claim order), alternatives (in order) and devices (in
+    first-fit order, increasing indexes so each set of devices is tried once)."""
+
+    def __init__(self, check: _Check, units: list[list[_Alt]]):
+        self.check = check
+        self.units = units
+        self.flat = check.flat
+        self.used: dict[int, int] = {}
+        self.counters: dict[tuple[int, str], dict[str, Number]] = {}
+        for index, pool in enumerate(check.group.pools):
+            for name, amounts in pool.counters.items():
+                self.counters[(index, name)] = dict(amounts)
+        self.capacity: dict[int, dict[str, Number]] = {}
+        # claim index -> constraint index -> chosen typed values
+        self.values: dict[tuple[int, int], list[Any]] = {}
+        self.picked_alts: list[_Alt] = []
+        self.picked_counts: dict[_Alt, int] = {}
+        self.deepest = -1
+        self.blocked: dict[str, int] = {}
+
+    # The allocator takes the first solution; so do we.
+    def place(self, unit: int) -> bool:
+        if unit == len(self.units):
+            return True
+        self.deepest = max(self.deepest, unit)
+        for alt in self.units[unit]:
+            if alt.reason:
+                continue
+            self.picked_alts.append(alt)
+            need = len(alt.candidates) if alt.request.mode == "All" else alt.request.count
+            if self._pick(unit, alt, need, 0, []):
+                self.picked_counts[alt] = need
+                return True
+            self.picked_alts.pop()
+        return False
+
+    def _pick(self, unit: int, alt: _Alt, need: int, start: int, taken: list[int]) -> bool:
+        if need == 0:
+            return self.place(unit + 1)
+        candidates = alt.candidates
+        every = alt.request.mode == "All"
+        for position in range(start, len(candidates)):
+            if len(candidates) - position < need:
+                return False
+            self.budget_step()
+            index = candidates[position]
+            undo = self._take(alt, index)
+            if undo is None:
+                if every:
+                    return False  # All must take each matching device
+                continue
+            taken.append(index)
+            if self._pick(unit, alt, need - 1, position + 1, taken):
+                return True
+            taken.pop()
+            undo()
+            if every:
+                return False
+        return False
+
+    def budget_step(self) -> None:
+        self.check.budget -= 1
+        if self.check.budget <= 0:
+            raise _Exhausted
+
+    def _block(self, why: str) -> None:
+        self.blocked[why] = self.blocked.get(why, 0) + 1
+
+    def _take(self, alt: _Alt, index: int) -> Any:
+        """Allocate device `index` to `alt`; an undo function, or None if it cannot."""
+        flat = self.flat[index]
+        device = flat.device
+        request = alt.request
+        admin = request.admin_access
+        if not admin and self.used.get(index) and not device.allow_multiple:
+            self._block("taken")
+            return None
+        consumed: dict[str, Number] = {}
+        if device.allow_multiple and not admin:
+            left = self.capacity.setdefault(index, dict(device.capacity))
+            for name, total in device.capacity.items():
+                consumed[name] = request.capacity.get(name, total)
+                if consumed[name] > left.get(name, 0):
+                    self._block("capacity")
+                    return None
+        if not admin:
+            for counter_set, amounts in device.consumes:
+                have = self.counters.get((flat.pool_index, counter_set), {})
+                for name, amount in amounts.items():
+                    if have.get(name, 0) < amount:
+                        self._block(f"counter:{flat.pool.name}:{counter_set}:{name}")
+                        return None
+        touched = self._constraints(alt, device)
+        if touched is None:
+            return None
+        if not admin:
+            self.used[index] = self.used.get(index, 0) + 1
+            for counter_set, amounts in device.consumes:
+                have = self.counters[(flat.pool_index, counter_set)]
+                for name, amount in amounts.items():
+                    have[name] -= amount
+            if consumed:
+                for name, amount in consumed.items():
+                    self.capacity[index][name] -= amount
+
+        def undo() -> None:
+            for key in touched:
+                self.values[key].pop()
+            if admin:
+                return
+            self.used[index] -= 1
+            for counter_set, amounts in device.consumes:
+                have = self.counters[(flat.pool_index, counter_set)]
+                for name, amount in amounts.items():
+                    have[name] += amount
+            for name, amount in consumed.items():
+                self.capacity[index][name] += amount
+        return undo
+
+    def _constraints(self, alt: _Alt, device: Device) -> list[tuple[int, int]] | None:
+        claim = self.check.claims[alt.claim]
+        touched: list[tuple[int, int]] = []
+        for ci, constraint in enumerate(claim.constraints):
+            names = constraint.requests
+            if names and alt.request.name not in names and alt.slot not in names:
+                continue
+            attribute = constraint.match_attribute or constraint.distinct_attribute or ""
+            raw = device.attributes.get(attribute)
+            key = (alt.claim, ci)
+            seen = self.values.setdefault(key, [])
+            value = typed_value(raw) if raw is not None else None
+            ok = value is not None and (
+                (constraint.match_attribute is not None and (not seen or seen[0] == value))
+                or (constraint.distinct_attribute is not None and value not in seen)
+            )
+            if not ok:
+                for k in touched:
+                    self.values[k].pop()
+                kind = "matchAttribute" if constraint.match_attribute else "distinctAttribute"
+                self._block(f"constraint:{kind} {attribute}")
+                return None
+            seen.append(value)
+            touched.append(key)
+        return touched
+
+    def explain(self) -> str:
+        unit = self.units[min(max(self.deepest, 0), len(self.units) - 1)]
+        alt = next((a for a in unit if not a.reason), unit[0])
+        label = self.check._label(self.check.claims[alt.claim], alt.request)
+        constraint = next((k for k in self.blocked if k.startswith("constraint:")), None)
+        counter = next((k for k in self.blocked if k.startswith("counter:")), None)
+        if constraint is not None:
+            return (f"{label}no set of devices for the claim's requests satisfies "
+                    f"{constraint.removeprefix('constraint:')}")
+        if counter is not None:
+            _, pool, counter_set, name = counter.split(":", 3)
+            return (f"{label}shared counter {name} of counter set {counter_set} in pool "
+                    f"{pool} is exhausted: the partitions requested overlap")
+        if "capacity" in self.blocked:
+            return f"{label}the devices' remaining capacity does not cover the requests"
+        return (f"{label}the requests together need more devices than match "
+                f"({_devices(len(alt.candidates))} for {alt.request.name})")
+
+
+def problems_of(verdicts: Iterable[GroupVerdict]) -> list[Problem]:
+    """Distinct problems over all groups (a selector error repeats on every node)."""
+    seen: dict[tuple[FieldPath, str], Problem] = {}
+    for verdict in verdicts:
+        for problem in verdict.problems:
+            seen.setdefault((problem.path, problem.kind), problem)
+    return list(seen.values())
