@@ -23,9 +23,9 @@ from typing import Any
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_optional, ext_strings
 
-from policies.dra.objects import MAX_EXPRESSION, Device
+from policies.dra.objects import MAX_EXPRESSION, Device, bounded_quantity
 from policies.dra.values import Version, parse_version
-from policies.quantity import Number, QuantityError, parse_quantity
+from policies.quantity import Number, QuantityError
 
 _Q = "k8s/quantity"
 _V = "k8s/semver"
@@ -71,14 +71,14 @@ def _compare(a: Any, b: Any) -> int:
 
 def _quantity(text: str) -> dict[str, str]:
     try:
-        return _quantity_value(parse_quantity(text))
+        return _quantity_value(bounded_quantity(text))
     except QuantityError as exc:
         raise CelError(f"invalid quantity {text[:64]!r}") from exc
 
 
 def _is_quantity(text: str) -> bool:
     try:
-        parse_quantity(text)
+        bounded_quantity(text)
     except QuantityError:
         return False
     return True

@@ -7,6 +7,7 @@ apiserver's own limits so the work stays bounded by them.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -103,6 +104,7 @@ class DeviceClass:
     selectors: tuple[Selector, ...]
     extended_resource_name: str | None
     problems: tuple[Problem, ...] = ()
+    created: str = ""  # metadata.creationTimestamp: the newest class wins a shared name
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +217,7 @@ class _Reader:
 
     def quantity(self, raw: Any, path: FieldPath) -> Number | None:
         try:
-            return parse_quantity(raw)
+            return bounded_quantity(raw)
         except QuantityError:
             self.bad(path, f"{to_display(path)}: {raw!r} is not a quantity"[:300])
             return None
@@ -239,6 +241,17 @@ class _Reader:
             if amount is not None:
                 out[key] = amount
         return out
+
+
+_BIG_EXPONENT = re.compile(r"[eE][+-]?0*[0-9]{3,}")
+
+
+def bounded_quantity(raw: Any) -> Number:
+    """parse_quantity, refusing what would cost unbounded time: huge exponents and texts
+    longer than any real quantity (Kubernetes caps quantities near 2^63 anyway)."""
+    if isinstance(raw, str) and (len(raw) > 64 or _BIG_EXPONENT.search(raw)):
+        raise QuantityError(f"{raw[:64]!r} is not a quantity Kubernetes accepts")
+    return parse_quantity(raw)
 
 
 def _kind(raw: Any) -> str:
@@ -426,7 +439,10 @@ def parse_device_class(raw: Any) -> DeviceClass:
     selectors = _selectors(spec.get("selectors"), ("spec", "selectors"), reader)
     extended = reader.string(spec.get("extendedResourceName"),
                              ("spec", "extendedResourceName")) or None
-    return DeviceClass(name, selectors, extended, tuple(reader.problems))
+    meta = obj.get("metadata")
+    created = meta.get("creationTimestamp") if isinstance(meta, Mapping) else None
+    return DeviceClass(name, selectors, extended, tuple(reader.problems),
+                       created if isinstance(created, str) else "")
 
 
 def _selectors(raw: Any, path: FieldPath, reader: _Reader) -> tuple[Selector, ...]:

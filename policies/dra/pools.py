@@ -89,24 +89,23 @@ class DraInventory:
         nodes: Mapping[str, Mapping[str, str]] | None = None,
     ) -> DraInventory:
         """`nodes`: node name -> labels, for slices that select nodes by label or allNodes.
-        Nodes named only by a slice's nodeName are included with no labels."""
+        Nodes named only by a slice's nodeName are included with no labels. Slices and
+        classes may come parsed already (a watch cache parses each object once, on arrival)."""
         problems: list[tuple[str, Problem]] = []
         parsed_classes: dict[str, DeviceClass] = {}
-        stamps: dict[str, str] = {}
         for raw in classes:
-            parsed = parse_device_class(raw)
+            parsed = raw if isinstance(raw, DeviceClass) else parse_device_class(raw)
             problems.extend((f"DeviceClass/{parsed.name}", p) for p in parsed.problems)
             if parsed.name:
                 parsed_classes[parsed.name] = parsed
-                stamps[parsed.name] = _stamp(raw)
         parsed_slices = []
         for raw in slices:
-            one = parse_slice(raw)
+            one = raw if isinstance(raw, ResourceSlice) else parse_slice(raw)
             problems.extend((f"ResourceSlice/{one.name}", p) for p in one.problems)
             if one.driver and one.pool:
                 parsed_slices.append(one)
         labels = dict(nodes or {})
-        pools, scoped = _pools(parsed_slices)
+        scoped = _pools(parsed_slices)
         for _pool, pool_slices in scoped:
             for one in pool_slices:
                 if one.node_name and one.node_name not in labels:
@@ -114,12 +113,26 @@ class DraInventory:
                 for device in one.devices:
                     if device.node_name and device.node_name not in labels:
                         labels[device.node_name] = {}
+        # Most slices name their node: index those, so each node looks only at its own
+        # pools and at the few that select nodes by label, allNodes or per device.
+        named: dict[str, list[int]] = {}
+        wide: list[int] = []
+        for index, (_pool, pool_slices) in enumerate(scoped):
+            names = {s.node_name for s in pool_slices}
+            if None in names:
+                wide.append(index)
+            for name in names - {None}:
+                named.setdefault(str(name), []).append(index)
         groups: dict[tuple[Any, ...], list[tuple[str, tuple[Pool, ...]]]] = {}
         for node, node_labels in labels.items():
-            seen = tuple(
-                view for pool, pool_slices in scoped
-                if (view := _visible(pool, pool_slices, node, node_labels)) is not None
-            )
+            mine = sorted({*named.get(node, ()), *wide})
+            views = []
+            for index in mine:
+                pool, pool_slices = scoped[index]
+                view = _visible(pool, pool_slices, node, node_labels)
+                if view is not None:
+                    views.append(view)
+            seen = tuple(views)
             if not seen:
                 continue
             key = tuple(p.shape() for p in seen)
@@ -129,24 +142,17 @@ class DraInventory:
             for members in groups.values()
         )
         by_node = {node: group for group in built for node in group.nodes}
-        del pools
         return cls(parsed_classes, built, by_node, tuple(problems),
-                   _extended(parsed_classes, stamps))
+                   _extended(parsed_classes))
 
     def group_of(self, node: str) -> NodeGroup | None:
         return self.by_node.get(node)
 
 
-def _stamp(raw: Any) -> str:
-    meta = raw.get("metadata") if isinstance(raw, Mapping) else None
-    stamp = meta.get("creationTimestamp") if isinstance(meta, Mapping) else None
-    return stamp if isinstance(stamp, str) else ""
-
-
-def _extended(classes: Mapping[str, DeviceClass], stamps: Mapping[str, str]) -> dict[str, str]:
+def _extended(classes: Mapping[str, DeviceClass]) -> dict[str, str]:
     # Two classes naming one resource: the newest wins, then the lexically lowest name.
     out: dict[str, str] = {}
-    ranked = sorted(classes, key=lambda n: (_neg(stamps.get(n, "")), n))
+    ranked = sorted(classes, key=lambda n: (_neg(classes[n].created), n))
     for name in ranked:
         cls = classes[name]
         if cls.extended_resource_name and cls.extended_resource_name not in out:
@@ -159,13 +165,10 @@ def _neg(stamp: str) -> tuple[int, ...]:
     return tuple(-ord(c) for c in stamp)
 
 
-def _pools(
-    slices: list[ResourceSlice],
-) -> tuple[list[Pool], list[tuple[Pool, list[ResourceSlice]]]]:
+def _pools(slices: list[ResourceSlice]) -> list[tuple[Pool, list[ResourceSlice]]]:
     by_pool: dict[tuple[str, str], list[ResourceSlice]] = {}
     for one in slices:
         by_pool.setdefault((one.driver, one.pool), []).append(one)
-    pools: list[Pool] = []
     scoped: list[tuple[Pool, list[ResourceSlice]]] = []
     # First-fit order of the allocator: pools by driver then name, slices by name.
     for (driver, name), members in sorted(by_pool.items()):
@@ -177,9 +180,8 @@ def _pools(
         devices = [d for one in current for d in one.devices]
         pool = Pool(driver, name, newest, len(current), max(s.slice_count for s in current),
                     tuple(devices), counters, _invalid(devices, counters))
-        pools.append(pool)
         scoped.append((pool, current))
-    return pools, scoped
+    return scoped
 
 
 def _invalid(devices: list[Device], counters: Mapping[str, Mapping[str, Number]]) -> str:
