@@ -58,18 +58,28 @@ def short(selectors: Sequence[Selector]) -> str:
     return " && ".join(_PREFIX.sub("", s.expression).strip() for s in selectors)
 
 
+class Budget:
+    """Search steps one question may spend over all node groups, so a hostile claim costs a
+    bounded amount however many groups the cluster has."""
+
+    def __init__(self, steps: int = STEP_BUDGET):
+        self.steps = steps
+
+
 def check(claims: Sequence[Claim], inventory: DraInventory) -> list[GroupVerdict]:
     """Every node group with the reasons it cannot take all `claims` together."""
-    return [check_group(claims, group, inventory) for group in inventory.groups]
+    budget = Budget()
+    return [check_group(claims, group, inventory, budget) for group in inventory.groups]
 
 
 def any_fits(claims: Sequence[Claim], inventory: DraInventory) -> bool:
-    return any(check_group(claims, g, inventory).fits for g in inventory.groups)
+    budget = Budget()
+    return any(check_group(claims, g, inventory, budget).fits for g in inventory.groups)
 
 
-def check_group(claims: Sequence[Claim], group: NodeGroup,
-                inventory: DraInventory) -> GroupVerdict:
-    return _Check(claims, group, inventory).run()
+def check_group(claims: Sequence[Claim], group: NodeGroup, inventory: DraInventory,
+                budget: Budget | None = None) -> GroupVerdict:
+    return _Check(claims, group, inventory, budget or Budget()).run()
 
 
 # ---------------------------------------------------------------- candidates
@@ -102,7 +112,8 @@ class _Exhausted(Exception):
 
 
 class _Check:
-    def __init__(self, claims: Sequence[Claim], group: NodeGroup, inventory: DraInventory):
+    def __init__(self, claims: Sequence[Claim], group: NodeGroup, inventory: DraInventory,
+                 budget: Budget):
         self.claims = claims
         self.group = group
         self.inventory = inventory
@@ -115,7 +126,7 @@ class _Check:
                 self.unusable.append(pool.why_unusable())
         self.problems: list[Problem] = []
         self.several = sum(len(c.requests) for c in claims) > 1
-        self.budget = STEP_BUDGET
+        self.budget = budget
 
     def run(self) -> GroupVerdict:
         try:
@@ -126,6 +137,9 @@ class _Check:
         static = [self._static_reason(alts) for alts in units]
         if any(static):
             return self._verdict(tuple(r for r in static if r))
+        crowded = self._pigeonhole(units)
+        if crowded:
+            return self._verdict((crowded,))
         search = _Search(self, units)
         try:
             found = search.place(0)
@@ -136,6 +150,21 @@ class _Check:
         chosen = {f"{self._slot_name(a)}": a.request.name for a in search.picked_alts}
         taken = {f"{self._slot_name(a)}": n for a, n in search.picked_counts.items()}
         return self._verdict((), chosen=chosen, taken=taken)
+
+    def _pigeonhole(self, units: list[list[_Alt]]) -> str:
+        """Single-alternative requests that need more distinct devices than all of them
+        together match cannot fit; saying so up front spares the search n! orderings."""
+        if any(len(alts) != 1 or alts[0].request.admin_access for alts in units):
+            return ""
+        exclusive = [a[0] for a in units if not any(
+            self.flat[i].device.allow_multiple for i in a[0].candidates)]
+        union = {i for alt in exclusive for i in alt.candidates}
+        need = sum(len(a.candidates) if a.request.mode == "All" else a.request.count
+                   for a in exclusive)
+        if need <= len(union):
+            return ""
+        return (f"the requests together need {need} devices and only {len(union)} match "
+                "any of them")
 
     def _verdict(self, reasons: tuple[str, ...], undecided: bool = False,
                  chosen: Mapping[str, str] | None = None,
@@ -358,8 +387,8 @@ class _Search:
         return False
 
     def budget_step(self) -> None:
-        self.check.budget -= 1
-        if self.check.budget <= 0:
+        self.check.budget.steps -= 1
+        if self.check.budget.steps <= 0:
             raise _Exhausted
 
     def _block(self, why: str) -> None:

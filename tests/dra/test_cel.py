@@ -112,3 +112,30 @@ def test_evaluated_once_per_distinct_device() -> None:
     finally:
         cel._run = real  # type: ignore[assignment]
     assert len(calls) == 2 * 8  # class selector and request selector, 8 devices, once
+
+
+def test_hostile_search_is_bounded_and_never_refuses() -> None:
+    # Eight single-GPU requests and a ninth with alternatives on 8-GPU nodes: 8! orderings
+    # before the search could conclude; the budget stops it and the answer is "undecided",
+    # counted as a fit (no false refusal), over every group together.
+    inventory = DraInventory.build(slices(50), [GPU_CLASS])
+    one = {"deviceClassName": "gpu.nvidia.com", "count": 1}
+    requests = [{"name": f"r{i}", "exactly": one} for i in range(8)]
+    requests.append({"name": "last", "firstAvailable": [{"name": "a", **one},
+                                                        {"name": "b", **one}]})
+    claim = parse_claim({"kind": "ResourceClaim", "metadata": {"name": "c"},
+                         "spec": {"devices": {"requests": requests}}})
+    verdicts = check([claim], inventory)
+    assert all(v.fits for v in verdicts)
+    assert all(v.undecided for v in verdicts)
+
+
+def test_pigeonhole_refuses_without_searching() -> None:
+    inventory = DraInventory.build(slices(4), [GPU_CLASS])
+    requests = [{"name": f"r{i}", "exactly": {"deviceClassName": "gpu.nvidia.com"}}
+                for i in range(9)]
+    claim = parse_claim({"kind": "ResourceClaim", "metadata": {"name": "c"},
+                         "spec": {"devices": {"requests": requests}}})
+    verdicts = check([claim], inventory)
+    assert [v.reasons for v in verdicts] == [
+        ("the requests together need 9 devices and only 8 match any of them",)] * 4
