@@ -43,8 +43,9 @@ class GroupVerdict:
     reasons: tuple[str, ...]
     # request slot ("claim/request") -> the alternative chosen ("req" or "req/sub")
     chosen: Mapping[str, str] = field(default_factory=dict)
-    # request slot -> devices it takes (for quota and per-pod GPU counts)
-    devices: Mapping[str, int] = field(default_factory=dict)
+    # request slot -> the devices the first solution takes (per-pod GPU counts, models and
+    # MIG profiles for the rules; `All` shows every matching device)
+    allocated: Mapping[str, tuple[Device, ...]] = field(default_factory=dict)
     problems: tuple[Problem, ...] = ()
     undecided: bool = False  # the search ran out of budget; counted as a fit
 
@@ -148,7 +149,8 @@ class _Check:
         if not found:
             return self._verdict((search.explain(),))
         chosen = {f"{self._slot_name(a)}": a.request.name for a in search.picked_alts}
-        taken = {f"{self._slot_name(a)}": n for a, n in search.picked_counts.items()}
+        taken = {self._slot_name(a): tuple(self.flat[i].device for i in found)
+                 for a, found in search.picked_devices.items()}
         return self._verdict((), chosen=chosen, taken=taken)
 
     def _pigeonhole(self, units: list[list[_Alt]]) -> str:
@@ -168,7 +170,7 @@ class _Check:
 
     def _verdict(self, reasons: tuple[str, ...], undecided: bool = False,
                  chosen: Mapping[str, str] | None = None,
-                 taken: Mapping[str, int] | None = None) -> GroupVerdict:
+                 taken: Mapping[str, tuple[Device, ...]] | None = None) -> GroupVerdict:
         if reasons and self.unusable:
             reasons = (*reasons, *(f"{u}, its devices are not usable" for u in self.unusable))
         return GroupVerdict(self.group.name, self.group.nodes, reasons, chosen or {},
@@ -342,7 +344,7 @@ class _Search:
         # claim index -> constraint index -> chosen typed values
         self.values: dict[tuple[int, int], list[Any]] = {}
         self.picked_alts: list[_Alt] = []
-        self.picked_counts: dict[_Alt, int] = {}
+        self.picked_devices: dict[_Alt, tuple[int, ...]] = {}
         self.deepest = -1
         self.blocked: dict[str, int] = {}
 
@@ -357,14 +359,16 @@ class _Search:
             self.picked_alts.append(alt)
             need = len(alt.candidates) if alt.request.mode == "All" else alt.request.count
             if self._pick(unit, alt, need, 0, []):
-                self.picked_counts[alt] = need
                 return True
             self.picked_alts.pop()
         return False
 
     def _pick(self, unit: int, alt: _Alt, need: int, start: int, taken: list[int]) -> bool:
         if need == 0:
-            return self.place(unit + 1)
+            if self.place(unit + 1):
+                self.picked_devices[alt] = tuple(taken)
+                return True
+            return False
         candidates = alt.candidates
         every = alt.request.mode == "All"
         for position in range(start, len(candidates)):

@@ -5,7 +5,9 @@ and nodes in one stream, as `kubectl get nodes,resourceslices,deviceclasses -o y
 asks one question:
 - `claims`: claim objects, or shorthands `{name, requests, constraints}` made into
   ResourceClaims; expect `fits` (node groups, by first node, that can take all claims at once),
-  `reasons` (group -> a text every reason list must contain), `problems` (problem kinds raised);
+  `reasons` (group -> a text every reason list must contain), `problems` (problem kinds raised),
+  `chosen` (group -> the firstAvailable alternative taken), `allocated` (group -> claim/request
+  -> device names of the first solution);
 - `extended`: resource -> amount served through a class's extendedResourceName; expect `fits`,
   `reasons`, and `offered` (group -> devices offered for the first resource);
 - `parse` (slice | class | claim) with `object`: expect `problems` as display paths.

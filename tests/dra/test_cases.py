@@ -45,6 +45,10 @@ def test_case(case: Case) -> None:
         for group, alternative in expect.get("chosen", {}).items():
             verdict = next(v for v in verdicts if v.group == group)
             assert alternative in verdict.chosen.values(), verdict.chosen
+        for group, slots in expect.get("allocated", {}).items():
+            verdict = next(v for v in verdicts if v.group == group)
+            names = {k: [d.name for d in ds] for k, ds in verdict.allocated.items()}
+            assert names == slots
     _check_fits(results, expect)
 
 
