@@ -303,9 +303,20 @@ def _number(value: Number) -> str:
 def _has_capacity(device: Device, request: Request) -> bool:
     for name, amount in request.capacity.items():
         have = device.capacity.get(name)
-        if have is None or amount > have:
+        if have is None:
+            return False
+        consumed = _consumed(device, name, amount, have)
+        if consumed is None or consumed > have:
             return False
     return True
+
+
+def _consumed(device: Device, name: str, requested: Number | None,
+              total: Number) -> Number | None:
+    policy = device.request_policies.get(name)
+    if policy is None or not device.allow_multiple:
+        return total if requested is None else requested
+    return policy.consumed(requested, total)
 
 
 def _untolerated(device: Device, request: Request) -> str:
@@ -411,7 +422,8 @@ class _Search:
         if device.allow_multiple and not admin:
             left = self.capacity.setdefault(index, dict(device.capacity))
             for name, total in device.capacity.items():
-                consumed[name] = request.capacity.get(name, total)
+                amount = _consumed(device, name, request.capacity.get(name), total)
+                consumed[name] = total if amount is None else amount
                 if consumed[name] > left.get(name, 0):
                     self._block("capacity")
                     return None

@@ -57,6 +57,33 @@ class Toleration:
 
 
 @dataclass(frozen=True, slots=True)
+class CapacityPolicy:
+    """capacity.<name>.requestPolicy of a device that allows multiple allocations."""
+
+    default: Number | None
+    valid_values: tuple[Number, ...] = ()
+    minimum: Number | None = None
+    maximum: Number | None = None
+    step: Number | None = None
+
+    def consumed(self, requested: Number | None, total: Number) -> Number | None:
+        """What one allocation consumes; None when the amount is not allowed."""
+        if requested is None:
+            return self.default if self.default is not None else total
+        if self.valid_values:
+            return next((v for v in self.valid_values if v >= requested), None)
+        amount = requested
+        if self.minimum is not None:
+            amount = max(amount, self.minimum)
+            if self.step:
+                steps = -((self.minimum - amount) // self.step)  # round up
+                amount = self.minimum + steps * self.step
+        if self.maximum is not None and amount > self.maximum:
+            return None
+        return amount
+
+
+@dataclass(frozen=True, slots=True)
 class Device:
     name: str
     driver: str
@@ -72,6 +99,7 @@ class Device:
     all_nodes: bool = False
     # Everything CEL can see of the device, interned: equal ids evaluate equally.
     cel_id: int = 0
+    request_policies: Mapping[str, CapacityPolicy] = field(default_factory=dict)
     # Everything allocation can see besides the name: equal shapes allocate alike.
     shape: tuple[Any, ...] = ()
 
@@ -353,14 +381,20 @@ def _device(raw: Mapping[str, Any], path: FieldPath, driver: str, per_device: bo
         if parsed is not None:
             attributes[qualify(key, driver)] = parsed
     capacity: dict[str, Number] = {}
+    policies: dict[str, CapacityPolicy] = {}
     cap = reader.mapping(raw.get("capacity"), (*path, "capacity"))
     for key, value in list(cap.items())[:MAX_ATTRIBUTES]:
         if not isinstance(key, str) or len(key) > MAX_STRING:
             continue
         here: FieldPath = (*path, "capacity", key)
-        amount = reader.quantity(reader.mapping(value, here).get("value"), (*here, "value"))
+        entry = reader.mapping(value, here)
+        amount = reader.quantity(entry.get("value"), (*here, "value"))
         if amount is not None:
             capacity[key] = amount
+        if entry.get("requestPolicy") is not None:
+            policy = _request_policy(entry["requestPolicy"], (*here, "requestPolicy"), reader)
+            if policy is not None:
+                policies[key] = policy
     consumes = []
     for i, entry in reader.items(raw.get("consumesCounters"), (*path, "consumesCounters"),
                                  MAX_CONSUMES):
@@ -391,12 +425,38 @@ def _device(raw: Mapping[str, Any], path: FieldPath, driver: str, per_device: bo
     cap_key = tuple(sorted(capacity.items()))
     cel_key = (driver, attr_key, cap_key, allow_multiple)
     shape = (cel_key, tuple((s, tuple(sorted(c.items()))) for s, c in consumes),
-             tuple(taints))
+             tuple(taints), tuple(sorted(policies.items())))
     return Device(
         name=name, driver=driver, attributes=attributes, capacity=capacity,
         consumes=tuple(consumes), taints=tuple(taints), allow_multiple=allow_multiple,
         node_name=node_name, node_selector=node_selector, all_nodes=all_nodes,
-        cel_id=_intern(cel_key), shape=shape,
+        cel_id=_intern(cel_key), shape=shape, request_policies=policies,
+    )
+
+
+def _request_policy(raw: Any, path: FieldPath, reader: _Reader) -> CapacityPolicy | None:
+    entry = reader.mapping(raw, path)
+    if not entry:
+        return None
+
+    def amount(value: Any, here: FieldPath) -> Number | None:
+        return None if value is None else reader.quantity(value, here)
+
+    values = []
+    raw_values = entry.get("validValues")
+    if isinstance(raw_values, list):
+        for i, value in enumerate(raw_values[:10]):
+            parsed = amount(value, (*path, "validValues", i))
+            if parsed is not None:
+                values.append(parsed)
+    span = reader.mapping(entry.get("validRange"), (*path, "validRange"))
+    step = amount(span.get("step"), (*path, "validRange", "step"))
+    return CapacityPolicy(
+        default=amount(entry.get("default"), (*path, "default")),
+        valid_values=tuple(sorted(values)),
+        minimum=amount(span.get("min"), (*path, "validRange", "min")),
+        maximum=amount(span.get("max"), (*path, "validRange", "max")),
+        step=step if step and step > 0 else None,
     )
 
 
