@@ -11,7 +11,7 @@ from typing import Any
 
 from policies.dra import cel
 from policies.dra.allocate import check
-from policies.dra.objects import parse_claim
+from policies.dra.parse_claims import parse_claim
 from policies.dra.pools import DraInventory
 
 MODELS = [

@@ -23,14 +23,13 @@ from policies.dra.objects import (
     Request,
     RequestSlot,
     Selector,
-    typed_value,
 )
-from policies.dra.pools import DraInventory, NodeGroup, Pool
+from policies.dra.pools import DraInventory, NodeGroup
 from policies.dra.problems import Problem, ProblemKind
+from policies.dra.search import Alt, Budget, Exhausted, Flat, Search, consumption, devices_text
 from policies.paths import FieldPath
 from policies.quantity import Number
 
-STEP_BUDGET = 20_000
 MAX_DEVICES_PER_CLAIM = 32
 _BLOCKING = frozenset({"NoSchedule", "NoExecute"})
 _PREFIX = re.compile(r"""device\.(?:attributes|capacity)\[\s*(['"])[^'"]*\1\s*\]\.""")
@@ -59,14 +58,6 @@ def short(selectors: Sequence[Selector]) -> str:
     return " && ".join(_PREFIX.sub("", s.expression).strip() for s in selectors)
 
 
-class Budget:
-    """Search steps one question may spend over all node groups, so a hostile claim costs a
-    bounded amount however many groups the cluster has."""
-
-    def __init__(self, steps: int = STEP_BUDGET):
-        self.steps = steps
-
-
 def check(claims: Sequence[Claim], inventory: DraInventory) -> list[GroupVerdict]:
     """Every node group with the reasons it cannot take all `claims` together."""
     budget = Budget()
@@ -86,30 +77,8 @@ def check_group(claims: Sequence[Claim], group: NodeGroup, inventory: DraInvento
 # ---------------------------------------------------------------- candidates
 
 
-@dataclass(eq=False)
-class _Alt:
-    """One request alternative with the devices that could serve it, in first-fit order."""
-
-    claim: int
-    slot: str
-    request: Request
-    candidates: list[int]
-    reason: str = ""  # why it cannot be served at all, "" when the search may try it
-
-
-@dataclass
-class _Flat:
-    pool: Pool
-    pool_index: int
-    device: Device
-
-
 class _Abort(Exception):
     """A CEL error or a missing class: the scheduler stops the pod, not just this device."""
-
-
-class _Exhausted(Exception):
-    pass
 
 
 class _Check:
@@ -118,11 +87,11 @@ class _Check:
         self.claims = claims
         self.group = group
         self.inventory = inventory
-        self.flat: list[_Flat] = []
+        self.flat: list[Flat] = []
         self.unusable: list[str] = []
         for index, pool in enumerate(group.pools):
             if pool.usable:
-                self.flat.extend(_Flat(pool, index, d) for d in pool.devices)
+                self.flat.extend(Flat(pool, index, d) for d in pool.devices)
             else:
                 self.unusable.append(pool.why_unusable())
         self.problems: list[Problem] = []
@@ -141,10 +110,10 @@ class _Check:
         crowded = self._pigeonhole(units)
         if crowded:
             return self._verdict((crowded,))
-        search = _Search(self, units)
+        search = Search(self.claims, self.flat, self.group.pools, self.budget, self._label, units)
         try:
             found = search.place(0)
-        except _Exhausted:
+        except Exhausted:
             return self._verdict((), undecided=True)
         if not found:
             return self._verdict((search.explain(),))
@@ -153,7 +122,7 @@ class _Check:
                  for a, found in search.picked_devices.items()}
         return self._verdict((), chosen=chosen, taken=taken)
 
-    def _pigeonhole(self, units: list[list[_Alt]]) -> str:
+    def _pigeonhole(self, units: list[list[Alt]]) -> str:
         """Single-alternative requests that need more distinct devices than all of them
         together match cannot fit; saying so up front spares the search n! orderings."""
         if any(len(alts) != 1 or alts[0].request.admin_access for alts in units):
@@ -176,7 +145,7 @@ class _Check:
         return GroupVerdict(self.group.name, self.group.nodes, reasons, chosen or {},
                             taken or {}, tuple(self.problems), undecided)
 
-    def _slot_name(self, alt: _Alt) -> str:
+    def _slot_name(self, alt: Alt) -> str:
         claim = self.claims[alt.claim]
         return f"{claim.name}/{alt.slot}" if claim.name else alt.slot
 
@@ -185,10 +154,10 @@ class _Check:
             return ""
         return f"claim {claim.name or '(unnamed)'} request {request.name}: "
 
-    def _alternatives(self, ci: int, slot: RequestSlot) -> list[_Alt]:
+    def _alternatives(self, ci: int, slot: RequestSlot) -> list[Alt]:
         return [self._candidates(ci, slot, request) for request in slot.alternatives]
 
-    def _static_reason(self, alts: list[_Alt]) -> str:
+    def _static_reason(self, alts: list[Alt]) -> str:
         if any(not a.reason for a in alts):
             return ""
         if len(alts) == 1:
@@ -197,7 +166,7 @@ class _Check:
         parts = "; ".join(f"{a.request.name}: {a.reason}" for a in alts)
         return f"no alternative of request {slot} fits ({parts})"
 
-    def _candidates(self, ci: int, slot: RequestSlot, request: Request) -> _Alt:
+    def _candidates(self, ci: int, slot: RequestSlot, request: Request) -> Alt:
         claim = self.claims[ci]
         label = self._label(claim, request)
         cls = self.inventory.classes.get(request.class_name)
@@ -219,7 +188,7 @@ class _Check:
                                                            claim, label)]
         by_capacity = [i for i in by_selector if _has_capacity(self.flat[i].device, request)]
         tolerated = [i for i in by_capacity if not _untolerated(self.flat[i].device, request)]
-        alt = _Alt(ci, slot.name, request, tolerated)
+        alt = Alt(ci, slot.name, request, tolerated)
         what = f"class {cls.name}"
         if request.selectors:
             what += f" and selector {short(request.selectors)}"
@@ -230,15 +199,15 @@ class _Check:
         need = request.count
         asks = f"the claim asks for {need}"
         if len(by_class) < need:
-            alt.reason = f"{label}{_devices(len(by_class))} match {'class ' + cls.name}, {asks}"
+            alt.reason = f"{label}{devices_text(len(by_class))} match {'class ' + cls.name}, {asks}"
         elif len(by_selector) < need:
-            alt.reason = f"{label}{_devices(len(by_selector))} match {what}, {asks}"
+            alt.reason = f"{label}{devices_text(len(by_selector))} match {what}, {asks}"
         elif len(by_capacity) < need:
-            alt.reason = (f"{label}{_devices(len(by_capacity))} match {what} and have the "
+            alt.reason = (f"{label}{devices_text(len(by_capacity))} match {what} and have the "
                           f"capacity requested ({_amounts(request.capacity)}), {asks}")
         elif len(tolerated) < need:
             taint = _first_taint(self.flat, by_capacity, request)
-            alt.reason = (f"{label}{_devices(len(tolerated))} match {what} without a taint "
+            alt.reason = (f"{label}{devices_text(len(tolerated))} match {what} without a taint "
                           f"the request does not tolerate ({taint}), {asks}")
         return alt
 
@@ -261,7 +230,7 @@ class _Check:
                     f"holds at most {MAX_DEVICES_PER_CLAIM}")
         return ""
 
-    def _passes(self, programs: Sequence[tuple[Selector, Any, str]], flat: _Flat, claim: Claim,
+    def _passes(self, programs: Sequence[tuple[Selector, Any, str]], flat: Flat, claim: Claim,
                 label: str) -> bool:
         for index, (selector, program, owner) in enumerate(programs):
             outcome = evaluate(program, flat.device)
@@ -280,10 +249,6 @@ class _Check:
 
 def _quote(expression: str) -> str:
     return repr(expression if len(expression) <= 120 else expression[:117] + "...")
-
-
-def _devices(n: int) -> str:
-    return "1 device" if n == 1 else f"{n} devices"
 
 
 def _amounts(amounts: Mapping[str, Number]) -> str:
@@ -305,18 +270,10 @@ def _has_capacity(device: Device, request: Request) -> bool:
         have = device.capacity.get(name)
         if have is None:
             return False
-        consumed = _consumed(device, name, amount, have)
+        consumed = consumption(device, name, amount, have)
         if consumed is None or consumed > have:
             return False
     return True
-
-
-def _consumed(device: Device, name: str, requested: Number | None,
-              total: Number) -> Number | None:
-    policy = device.request_policies.get(name)
-    if policy is None or not device.allow_multiple:
-        return total if requested is None else requested
-    return policy.consumed(requested, total)
 
 
 def _untolerated(device: Device, request: Request) -> str:
@@ -327,183 +284,12 @@ def _untolerated(device: Device, request: Request) -> str:
     return ""
 
 
-def _first_taint(flat: Sequence[_Flat], indexes: Iterable[int], request: Request) -> str:
+def _first_taint(flat: Sequence[Flat], indexes: Iterable[int], request: Request) -> str:
     for i in indexes:
         found = _untolerated(flat[i].device, request)
         if found:
             return f"{flat[i].device.name}: {found}"
     return ""
-
-
-# ---------------------------------------------------------------- search
-
-
-class _Search:
-    """Backtracking over requests (in claim order), alternatives (in order) and devices (in
-    first-fit order, increasing indexes so each set of devices is tried once)."""
-
-    def __init__(self, check: _Check, units: list[list[_Alt]]):
-        self.check = check
-        self.units = units
-        self.flat = check.flat
-        self.used: dict[int, int] = {}
-        self.counters: dict[tuple[int, str], dict[str, Number]] = {}
-        for index, pool in enumerate(check.group.pools):
-            for name, amounts in pool.counters.items():
-                self.counters[(index, name)] = dict(amounts)
-        self.capacity: dict[int, dict[str, Number]] = {}
-        # claim index -> constraint index -> chosen typed values
-        self.values: dict[tuple[int, int], list[Any]] = {}
-        self.picked_alts: list[_Alt] = []
-        self.picked_devices: dict[_Alt, tuple[int, ...]] = {}
-        self.deepest = -1
-        self.blocked: dict[str, int] = {}
-
-    # The allocator takes the first solution; so do we.
-    def place(self, unit: int) -> bool:
-        if unit == len(self.units):
-            return True
-        self.deepest = max(self.deepest, unit)
-        for alt in self.units[unit]:
-            if alt.reason:
-                continue
-            self.picked_alts.append(alt)
-            need = len(alt.candidates) if alt.request.mode == "All" else alt.request.count
-            if self._pick(unit, alt, need, 0, []):
-                return True
-            self.picked_alts.pop()
-        return False
-
-    def _pick(self, unit: int, alt: _Alt, need: int, start: int, taken: list[int]) -> bool:
-        if need == 0:
-            if self.place(unit + 1):
-                self.picked_devices[alt] = tuple(taken)
-                return True
-            return False
-        candidates = alt.candidates
-        every = alt.request.mode == "All"
-        for position in range(start, len(candidates)):
-            if len(candidates) - position < need:
-                return False
-            self.budget_step()
-            index = candidates[position]
-            undo = self._take(alt, index)
-            if undo is None:
-                if every:
-                    return False  # All must take each matching device
-                continue
-            taken.append(index)
-            if self._pick(unit, alt, need - 1, position + 1, taken):
-                return True
-            taken.pop()
-            undo()
-            if every:
-                return False
-        return False
-
-    def budget_step(self) -> None:
-        self.check.budget.steps -= 1
-        if self.check.budget.steps <= 0:
-            raise _Exhausted
-
-    def _block(self, why: str) -> None:
-        self.blocked[why] = self.blocked.get(why, 0) + 1
-
-    def _take(self, alt: _Alt, index: int) -> Any:
-        """Allocate device `index` to `alt`; an undo function, or None if it cannot."""
-        flat = self.flat[index]
-        device = flat.device
-        request = alt.request
-        admin = request.admin_access
-        if not admin and self.used.get(index) and not device.allow_multiple:
-            self._block("taken")
-            return None
-        consumed: dict[str, Number] = {}
-        if device.allow_multiple and not admin:
-            left = self.capacity.setdefault(index, dict(device.capacity))
-            for name, total in device.capacity.items():
-                amount = _consumed(device, name, request.capacity.get(name), total)
-                consumed[name] = total if amount is None else amount
-                if consumed[name] > left.get(name, 0):
-                    self._block("capacity")
-                    return None
-        if not admin:
-            for counter_set, amounts in device.consumes:
-                have = self.counters.get((flat.pool_index, counter_set), {})
-                for name, amount in amounts.items():
-                    if have.get(name, 0) < amount:
-                        self._block(f"counter:{flat.pool.name}:{counter_set}:{name}")
-                        return None
-        touched = self._constraints(alt, device)
-        if touched is None:
-            return None
-        if not admin:
-            self.used[index] = self.used.get(index, 0) + 1
-            for counter_set, amounts in device.consumes:
-                have = self.counters[(flat.pool_index, counter_set)]
-                for name, amount in amounts.items():
-                    have[name] -= amount
-            if consumed:
-                for name, amount in consumed.items():
-                    self.capacity[index][name] -= amount
-
-        def undo() -> None:
-            for key in touched:
-                self.values[key].pop()
-            if admin:
-                return
-            self.used[index] -= 1
-            for counter_set, amounts in device.consumes:
-                have = self.counters[(flat.pool_index, counter_set)]
-                for name, amount in amounts.items():
-                    have[name] += amount
-            for name, amount in consumed.items():
-                self.capacity[index][name] += amount
-        return undo
-
-    def _constraints(self, alt: _Alt, device: Device) -> list[tuple[int, int]] | None:
-        claim = self.check.claims[alt.claim]
-        touched: list[tuple[int, int]] = []
-        for ci, constraint in enumerate(claim.constraints):
-            names = constraint.requests
-            if names and alt.request.name not in names and alt.slot not in names:
-                continue
-            attribute = constraint.match_attribute or constraint.distinct_attribute or ""
-            raw = device.attributes.get(attribute)
-            key = (alt.claim, ci)
-            seen = self.values.setdefault(key, [])
-            value = typed_value(raw) if raw is not None else None
-            ok = value is not None and (
-                (constraint.match_attribute is not None and (not seen or seen[0] == value))
-                or (constraint.distinct_attribute is not None and value not in seen)
-            )
-            if not ok:
-                for k in touched:
-                    self.values[k].pop()
-                kind = "matchAttribute" if constraint.match_attribute else "distinctAttribute"
-                self._block(f"constraint:{kind} {attribute}")
-                return None
-            seen.append(value)
-            touched.append(key)
-        return touched
-
-    def explain(self) -> str:
-        unit = self.units[min(max(self.deepest, 0), len(self.units) - 1)]
-        alt = next((a for a in unit if not a.reason), unit[0])
-        label = self.check._label(self.check.claims[alt.claim], alt.request)
-        constraint = next((k for k in self.blocked if k.startswith("constraint:")), None)
-        counter = next((k for k in self.blocked if k.startswith("counter:")), None)
-        if constraint is not None:
-            return (f"{label}no set of devices for the claim's requests satisfies "
-                    f"{constraint.removeprefix('constraint:')}")
-        if counter is not None:
-            _, pool, counter_set, name = counter.split(":", 3)
-            return (f"{label}shared counter {name} of counter set {counter_set} in pool "
-                    f"{pool} is exhausted: the partitions requested overlap")
-        if "capacity" in self.blocked:
-            return f"{label}the devices' remaining capacity does not cover the requests"
-        return (f"{label}the requests together need more devices than match "
-                f"({_devices(len(alt.candidates))} for {alt.request.name})")
 
 
 def problems_of(verdicts: Iterable[GroupVerdict]) -> list[Problem]:

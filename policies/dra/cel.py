@@ -23,7 +23,8 @@ from typing import Any
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_optional, ext_strings
 
-from policies.dra.objects import MAX_EXPRESSION, Device, bounded_quantity
+from policies.dra.objects import MAX_EXPRESSION, Device
+from policies.dra.reader import bounded_quantity
 from policies.dra.values import Version, parse_version
 from policies.quantity import Number, QuantityError
 

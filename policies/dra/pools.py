@@ -13,13 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from policies.dra.objects import (
-    Device,
-    DeviceClass,
-    ResourceSlice,
-    parse_device_class,
-    parse_slice,
-)
+from policies.dra.objects import Device, DeviceClass, ResourceSlice
+from policies.dra.parse_slices import parse_device_class, parse_slice
 from policies.dra.problems import Problem
 from policies.quantity import Number
 from policies.selectors import term_matches

@@ -8,7 +8,8 @@ import pytest
 
 from policies.dra.allocate import check, problems_of
 from policies.dra.extended import fits_extended, offered
-from policies.dra.objects import parse_claim, parse_device_class, parse_slice
+from policies.dra.parse_claims import parse_claim
+from policies.dra.parse_slices import parse_device_class, parse_slice
 from policies.paths import to_display
 from tests.dra.casetable import Case, claim_object, inventory, load_cases
 

@@ -7,7 +7,8 @@ import pytest
 from bench.bench_dra import CLAIM, GPU_CLASS, slices
 from policies.dra import cel
 from policies.dra.allocate import check
-from policies.dra.objects import parse_claim, parse_slice
+from policies.dra.parse_claims import parse_claim
+from policies.dra.parse_slices import parse_slice
 from policies.dra.pools import DraInventory
 
 DEVICE = parse_slice({"spec": {

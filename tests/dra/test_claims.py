@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from policies.dra.claims import gpu_demand, gpu_kind, selector_problems, unknown_classes
-from policies.dra.objects import parse_claim
+from policies.dra.parse_claims import parse_claim
 from policies.paths import to_display
 from tests.dra.casetable import claim_object, inventory
 

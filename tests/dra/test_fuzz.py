@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from policies.dra.allocate import check
-from policies.dra.objects import parse_claim, parse_device_class, parse_slice
+from policies.dra.parse_claims import parse_claim
+from policies.dra.parse_slices import parse_device_class, parse_slice
 from policies.dra.pools import DraInventory
 from tests.dra.casetable import fixture
 
