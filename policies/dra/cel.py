@@ -1,6 +1,7 @@
 """DRA device selectors in CEL, on cel-expr-python (cel-cpp) plus the Kubernetes functions DRA
 selectors use: quantity() and semver() with their methods; cel-cpp brings the strings
-extension (lowerAscii, split, ...), optionals (`.?x.orValue(y)`) and RE2 `matches`.
+extension (lowerAscii, split, ...), optionals (`.?x.orValue(y)`), `cel.bind` and RE2 `matches`.
+Not there yet (rare in selectors): the Kubernetes regex/lists/sets/IP/format libraries.
 
 Compiled once per distinct expression; evaluated once per distinct device (drivers publish
 many identical devices, so a 1,000-node cluster has a handful). Kubernetes behaviour kept:
@@ -21,7 +22,7 @@ from functools import lru_cache
 from typing import Any
 
 from cel_expr_python import cel
-from cel_expr_python.ext import ext_optional, ext_strings
+from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
 from policies.dra.objects import MAX_EXPRESSION, Device
 from policies.dra.reader import bounded_quantity
@@ -182,7 +183,8 @@ def _env() -> Any:
     ]
     return cel.NewEnv(
         variables={"device": t.DYN},
-        extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional()],
+        extensions=[ext_bindings.ExtBindings(), ext_strings.ExtStrings(),
+                    ext_optional.ExtOptional()],
         functions=functions,
     )
 

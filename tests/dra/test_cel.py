@@ -59,6 +59,7 @@ TABLE = [
     ("quantity('1e999999') == quantity('1')", False, "invalid quantity"),
     ("semver('1.2') == semver('1.2.0')", False, "invalid semver"),
     ("device.attributes['gpu.nvidia.com'].productName", False, "must evaluate to bool"),
+    ("cel.bind(a, device.attributes['gpu.nvidia.com'], a.type == 'gpu' && a.index == 3)", True, ""),
 ]
 
 
