@@ -77,6 +77,10 @@ def check_group(claims: Sequence[Claim], group: NodeGroup, inventory: DraInvento
 # ---------------------------------------------------------------- candidates
 
 
+class _Unjudged(Exception):
+    """A selector we cannot evaluate: no verdict for the group, so no refusal."""
+
+
 class _Abort(Exception):
     """A CEL error or a missing class: the scheduler stops the pod, not just this device."""
 
@@ -104,6 +108,8 @@ class _Check:
                      for slot in claim.requests]
         except _Abort as stop:
             return self._verdict((str(stop),))
+        except _Unjudged:
+            return self._verdict((), undecided=True)
         static = [self._static_reason(alts) for alts in units]
         if any(static):
             return self._verdict(tuple(r for r in static if r))
@@ -178,6 +184,11 @@ class _Check:
                              f"claim {claim.namespace}/{claim.name}" if claim.name else "claim")
                             for s in request.selectors]
         for selector, program, owner in (*class_programs, *request_programs):
+            if program.unsupported:
+                self.problems.append(Problem(selector.path, f"{owner}: selector "
+                                             f"{_quote(selector.expression)} {program.error}",
+                                             "advice"))
+                raise _Unjudged
             if program.error:
                 self.problems.append(Problem(selector.path, program.error, "selector-invalid"))
                 raise _Abort(f"{label}{owner}: selector {_quote(selector.expression)} "

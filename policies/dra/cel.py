@@ -205,6 +205,9 @@ class Program:
     compiled: Any  # cel-expr-python Expression; None when `error` is set
     error: str  # the compiler's message, "" when it compiled
     domains: tuple[str, ...]  # domain literals: an unknown one must read as an empty map
+    # cel-cpp refused it for nesting deeper than its fixed limit of 32, which Kubernetes
+    # (cel-go) allows: we cannot judge it, so it is neither invalid nor evaluated.
+    unsupported: bool = False
 
 
 @lru_cache(maxsize=2048)
@@ -218,7 +221,11 @@ def compile_selector(expression: str) -> Program:
         compiled = _environment().compile(expression)
         returned = compiled.return_type()
     except Exception as exc:
-        return Program(expression, None, _compiler_message(str(exc)), domains)
+        text = str(exc)
+        if "recursion" in text.lower():
+            return Program(expression, None, "nested deeper than gpupolicy's CEL engine can "
+                           "follow (32 levels); not checked", domains, unsupported=True)
+        return Program(expression, None, _compiler_message(text), domains)
     if returned.name() not in ("bool", "BOOL", "dyn", "DYN"):
         return Program(expression, None, "must evaluate to bool or the unknown type, not "
                        f"{returned.name().lower()}", domains)

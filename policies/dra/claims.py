@@ -37,14 +37,14 @@ def selector_problems(claim: Claim, classes: Mapping[str, DeviceClass] | None = 
             if program.error:
                 out.append(Problem(selector.path, f"{to_display(selector.path)}: Invalid "
                                    f"value: {_clip(selector.expression)}: {program.error}",
-                                   "selector-invalid"))
+                                   "advice" if program.unsupported else "selector-invalid"))
         cls = (classes or {}).get(request.class_name)
         for selector in cls.selectors if cls else ():
             program = compile_selector(selector.expression)
             if program.error:
                 out.append(Problem(_class_path(request), f"device class {cls.name if cls else ''}"
                                    f": selector {_clip(selector.expression)}: {program.error}",
-                                   "selector-invalid"))
+                                   "advice" if program.unsupported else "selector-invalid"))
     return out
 
 

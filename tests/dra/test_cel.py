@@ -87,6 +87,12 @@ def test_compile_error_carries_the_compilers_message(expression: str) -> None:
     assert program.error.startswith(("compilation failed: ERROR: <input>:1:", "must evaluate"))
 
 
+def test_nesting_past_the_engine_is_unsupported_not_invalid() -> None:
+    program = cel.compile_selector(" + ".join(["1"] * 40) + " > 0")
+    assert program.unsupported and program.compiled is None
+    assert "not checked" in program.error
+
+
 def test_too_long_is_not_compiled() -> None:
     program = cel.compile_selector("true && " * 2000 + "true")
     assert program.error.startswith("Too long")
