@@ -31,6 +31,10 @@ from policies.quantity import Number, QuantityError
 
 _Q = "k8s/quantity"
 _V = "k8s/semver"
+_STRING_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'" + r'|"(?:[^"\\]|\\.)*"')
+_DEVICE_FIELD = re.compile(r"(?<![\w.])device\s*\.\s*([A-Za-z_]\w*)")
+# What `device` has in a DRA selector (reference/dra.md §4.1); anything else fails to compile.
+DEVICE_FIELDS = frozenset({"driver", "attributes", "capacity", "allowMultipleAllocations"})
 _DOMAIN_LITERAL = re.compile(r"""['"]([a-z0-9]([-a-z0-9.]*[a-z0-9])?\.[a-z0-9.-]+)['"]""")
 
 
@@ -217,6 +221,9 @@ def compile_selector(expression: str) -> Program:
     if len(expression) > MAX_EXPRESSION:
         return Program(expression, None, f"Too long: may not be more than {MAX_EXPRESSION} "
                        "bytes", domains)
+    unknown = _unknown_device_field(expression)
+    if unknown:
+        return Program(expression, None, unknown, domains)
     try:
         compiled = _environment().compile(expression)
         returned = compiled.return_type()
@@ -230,6 +237,18 @@ def compile_selector(expression: str) -> Program:
         return Program(expression, None, "must evaluate to bool or the unknown type, not "
                        f"{returned.name().lower()}", domains)
     return Program(expression, compiled, "", domains)
+
+
+def _unknown_device_field(expression: str) -> str:
+    """`device` is declared as an object in Kubernetes, so a field it lacks is a compile error
+    there; cel-cpp sees a dyn here, so we check the names ourselves (outside string literals)."""
+    code = _STRING_LITERAL.sub(lambda m: " " * len(m.group(0)), expression)
+    for match in _DEVICE_FIELD.finditer(code):
+        if match.group(1) not in DEVICE_FIELDS:
+            column = match.start(1) + 1
+            return (f"compilation failed: ERROR: <input>:1:{column}: undefined field "
+                    f"'{match.group(1)}'")
+    return ""
 
 
 def _compiler_message(text: str) -> str:

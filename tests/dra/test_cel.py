@@ -80,6 +80,8 @@ def test_selector(expression: str, matches: bool, error: str) -> None:
     "quantity(1) == quantity(2)",
     "1 + 'a' == 2",
     "'x' * 3",
+    "device.drivr == 'gpu.nvidia.com'",
+    "device.index == 0",
 ])
 def test_compile_error_carries_the_compilers_message(expression: str) -> None:
     program = cel.compile_selector(expression)
