@@ -6,6 +6,7 @@ whose allocatable lists no such resource, from devices of that class (reference/
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 from policies.dra.allocate import check_group
 from policies.dra.cel import compile_selector, evaluate
@@ -17,6 +18,16 @@ def serving_class(inventory: DraInventory, resource: str) -> str | None:
     """The DeviceClass that serves `resource` (explicitly or as
     deviceclass.resource.kubernetes.io/<class>), or None."""
     return inventory.extended.get(resource)
+
+
+def served_by(inventory: DraInventory, resource: str,
+              allocatable: Mapping[str, int]) -> Literal["device-plugin", "dra"] | None:
+    """Who serves `resource` on a node with this allocatable: the device plugin when it lists
+    more than zero, else DRA when a class maps the name, else nobody ("cannot fit resource").
+    One name is never served both ways on one node (KEP-5004)."""
+    if allocatable.get(resource, 0) > 0:
+        return "device-plugin"
+    return "dra" if serving_class(inventory, resource) is not None else None
 
 
 def offered(inventory: DraInventory, resource: str, group: NodeGroup) -> int:
