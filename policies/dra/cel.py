@@ -1,0 +1,336 @@
+"""DRA device selectors in CEL, on cel-expr-python (cel-cpp) plus the Kubernetes functions DRA
+selectors use: quantity() and semver() with their methods; cel-cpp brings the strings
+extension (lowerAscii, split, ...), optionals (`.?x.orValue(y)`), `cel.bind` and RE2 `matches`.
+Not there yet (rare in selectors): the Kubernetes regex/lists/sets/IP/format libraries.
+
+Compiled once per distinct expression; evaluated once per distinct device (drivers publish
+many identical devices, so a 1,000-node cluster has a handful). Kubernetes behaviour kept:
+bare attribute names sit under the driver's domain, an unknown domain is an empty map, an
+unknown name inside a known domain is the runtime error "no such key", the result must be bool.
+
+Quantities and versions cross into cel-cpp as one-entry maps tagged with a key no device
+attribute can have (a "/" is not allowed in attribute names); the methods below unwrap them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any
+
+from cel_expr_python import cel
+from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
+
+from policies.dra.objects import MAX_EXPRESSION, Device
+from policies.dra.reader import bounded_quantity
+from policies.dra.values import Version, parse_version
+from policies.quantity import Number, QuantityError
+
+_Q = "k8s/quantity"
+_V = "k8s/semver"
+_STRING_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'" + r'|"(?:[^"\\]|\\.)*"')
+_DEVICE_FIELD = re.compile(r"(?<![\w.])device\s*\.\s*([A-Za-z_]\w*)")
+# What `device` has in a DRA selector (reference/dra.md §4.1); anything else fails to compile.
+DEVICE_FIELDS = frozenset({"driver", "attributes", "capacity", "allowMultipleAllocations"})
+_DOMAIN_LITERAL = re.compile(r"""['"]([a-z0-9]([-a-z0-9.]*[a-z0-9])?\.[a-z0-9.-]+)['"]""")
+
+
+class CelError(Exception):
+    """A runtime error inside one of our functions; cel-cpp reports it as an error value."""
+
+
+def _quantity_value(number: Number) -> dict[str, str]:
+    return {_Q: str(Fraction(number))}
+
+
+def _version_value(version: Version) -> dict[str, str]:
+    return {_V: str(version)}
+
+
+@lru_cache(maxsize=4096)
+def _fraction(text: str) -> Fraction:
+    return Fraction(text)
+
+
+def _unwrap(value: Any) -> Fraction | Version:
+    if isinstance(value, Mapping):
+        if _Q in value:
+            return _fraction(str(value[_Q]))
+        if _V in value:
+            version = parse_version(str(value[_V]))
+            if version is not None:
+                return version
+    raise CelError("no such overload")
+
+
+def _compare(a: Any, b: Any) -> int:
+    left, right = _unwrap(a), _unwrap(b)
+    if isinstance(left, Version) and isinstance(right, Version):
+        return left.compare(right)
+    if isinstance(left, Fraction) and isinstance(right, Fraction):
+        return (left > right) - (left < right)
+    raise CelError("no such overload: a quantity compared with a semver")
+
+
+def _quantity(text: str) -> dict[str, str]:
+    try:
+        return _quantity_value(bounded_quantity(text))
+    except QuantityError as exc:
+        raise CelError(f"invalid quantity {text[:64]!r}") from exc
+
+
+def _is_quantity(text: str) -> bool:
+    try:
+        bounded_quantity(text)
+    except QuantityError:
+        return False
+    return True
+
+
+def _semver(text: str, normalize: bool = False) -> dict[str, str]:
+    version = parse_version(text, normalize)
+    if version is None:
+        raise CelError(f"invalid semver {text[:64]!r}")
+    return _version_value(version)
+
+
+def _arith(a: Any, b: Any, sign: int) -> dict[str, str]:
+    left = _unwrap(a)
+    right = Fraction(b) if isinstance(b, int) and not isinstance(b, bool) else _unwrap(b)
+    if not isinstance(left, Fraction) or not isinstance(right, Fraction):
+        raise CelError("no such overload")
+    return _quantity_value(left + sign * right)
+
+
+def _as_integer(a: Any) -> int:
+    value = _unwrap(a)
+    if not isinstance(value, Fraction) or value.denominator != 1 or abs(value) >= 2**63:
+        raise CelError("cannot convert value to integer")
+    return int(value)
+
+
+def _part(index: int) -> Callable[[Any], int]:
+    def get(a: Any) -> int:
+        value = _unwrap(a)
+        if not isinstance(value, Version):
+            raise CelError("no such overload")
+        return (value.major, value.minor, value.patch)[index]
+    return get
+
+
+def _safe(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """cel-cpp turns a Python exception into an error value; keep ours plain text."""
+    def call(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except CelError:
+            raise
+        except Exception as exc:  # any bug or odd input becomes a CEL runtime error
+            raise CelError(str(exc)[:200]) from exc
+    return call
+
+
+def _env() -> Any:
+    t = cel.Type
+    box = t.Map(t.STRING, t.DYN)
+
+    def fn(name: str, ret: Any, params: list[Any], impl: Callable[..., Any],
+           member: bool = False) -> Any:
+        suffix = "_".join(p.name().lower() for p in params)
+        return cel.FunctionDecl(name, [cel.Overload(
+            f"k8s_{name}_{suffix}_{int(member)}", ret, params, is_member=member,
+            impl=_safe(impl))])
+
+    def methods(name: str, ret: Any, impl: Callable[..., Any],
+                extra: list[Any] | None = None) -> Any:
+        return fn(name, ret, [box, *(extra or [])], impl, member=True)
+
+    functions = [
+        fn("quantity", box, [t.STRING], _quantity),
+        fn("isQuantity", t.BOOL, [t.STRING], _is_quantity),
+        cel.FunctionDecl("semver", [
+            cel.Overload("k8s_semver_string", box, [t.STRING], impl=_safe(_semver)),
+            cel.Overload("k8s_semver_string_bool", box, [t.STRING, t.BOOL],
+                         impl=_safe(_semver)),
+        ]),
+        cel.FunctionDecl("isSemver", [
+            cel.Overload("k8s_is_semver_string", t.BOOL, [t.STRING],
+                         impl=_safe(lambda s: parse_version(s) is not None)),
+            cel.Overload("k8s_is_semver_string_bool", t.BOOL, [t.STRING, t.BOOL],
+                         impl=_safe(lambda s, n: parse_version(s, n) is not None)),
+        ]),
+        methods("compareTo", t.INT, _compare, [box]),
+        methods("isGreaterThan", t.BOOL, lambda a, b: _compare(a, b) > 0, [box]),
+        methods("isLessThan", t.BOOL, lambda a, b: _compare(a, b) < 0, [box]),
+        cel.FunctionDecl("add", [
+            cel.Overload("k8s_add_q_q", box, [box, box], is_member=True,
+                         impl=_safe(lambda a, b: _arith(a, b, 1))),
+            cel.Overload("k8s_add_q_int", box, [box, t.INT], is_member=True,
+                         impl=_safe(lambda a, b: _arith(a, b, 1))),
+        ]),
+        cel.FunctionDecl("sub", [
+            cel.Overload("k8s_sub_q_q", box, [box, box], is_member=True,
+                         impl=_safe(lambda a, b: _arith(a, b, -1))),
+            cel.Overload("k8s_sub_q_int", box, [box, t.INT], is_member=True,
+                         impl=_safe(lambda a, b: _arith(a, b, -1))),
+        ]),
+        methods("asInteger", t.INT, _as_integer),
+        methods("isInteger", t.BOOL, lambda a: _unwrap(a) == int(_unwrap(a))),  # type: ignore[arg-type]
+        methods("asApproximateFloat", t.DOUBLE, lambda a: float(_unwrap(a))),  # type: ignore[arg-type]
+        methods("sign", t.INT, lambda a: (_unwrap(a) > 0) - (_unwrap(a) < 0)),  # type: ignore[operator]
+        methods("major", t.INT, _part(0)),
+        methods("minor", t.INT, _part(1)),
+        methods("patch", t.INT, _part(2)),
+    ]
+    return cel.NewEnv(
+        variables={"device": t.DYN},
+        extensions=[ext_bindings.ExtBindings(), ext_strings.ExtStrings(),
+                    ext_optional.ExtOptional()],
+        functions=functions,
+    )
+
+
+_ENV: Any = None
+
+
+def _environment() -> Any:
+    global _ENV
+    if _ENV is None:
+        _ENV = _env()
+    return _ENV
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    expression: str
+    compiled: Any  # cel-expr-python Expression; None when `error` is set
+    error: str  # the compiler's message, "" when it compiled
+    domains: tuple[str, ...]  # domain literals: an unknown one must read as an empty map
+    # cel-cpp refused it for nesting deeper than its fixed limit of 32, which Kubernetes
+    # (cel-go) allows: we cannot judge it, so it is neither invalid nor evaluated.
+    unsupported: bool = False
+
+
+@lru_cache(maxsize=2048)
+def compile_selector(expression: str) -> Program:
+    """Compile once per distinct expression; `error` carries the compiler's message."""
+    domains = tuple(sorted({m.group(1) for m in _DOMAIN_LITERAL.finditer(expression)}))
+    if len(expression) > MAX_EXPRESSION:
+        return Program(expression, None, f"Too long: may not be more than {MAX_EXPRESSION} "
+                       "bytes", domains)
+    unknown = _unknown_device_field(expression)
+    if unknown:
+        return Program(expression, None, unknown, domains)
+    try:
+        compiled = _environment().compile(expression)
+        returned = compiled.return_type()
+    except Exception as exc:
+        text = str(exc)
+        if "recursion" in text.lower():
+            return Program(expression, None, "nested deeper than gpupolicy's CEL engine can "
+                           "follow (32 levels); not checked", domains, unsupported=True)
+        return Program(expression, None, _compiler_message(text), domains)
+    if returned.name() not in ("bool", "BOOL", "dyn", "DYN"):
+        return Program(expression, None, "must evaluate to bool or the unknown type, not "
+                       f"{returned.name().lower()}", domains)
+    return Program(expression, compiled, "", domains)
+
+
+def _unknown_device_field(expression: str) -> str:
+    """`device` is declared as an object in Kubernetes, so a field it lacks is a compile error
+    there; cel-cpp sees a dyn here, so we check the names ourselves (outside string literals)."""
+    code = _STRING_LITERAL.sub(lambda m: " " * len(m.group(0)), expression)
+    for match in _DEVICE_FIELD.finditer(code):
+        if match.group(1) not in DEVICE_FIELDS:
+            column = match.start(1) + 1
+            return (f"compilation failed: ERROR: <input>:1:{column}: undefined field "
+                    f"'{match.group(1)}'")
+    return ""
+
+
+def _compiler_message(text: str) -> str:
+    text = text.removeprefix("INVALID_ARGUMENT: ").strip()
+    text = re.sub(r"\s*\[INVALID_ARGUMENT\]$", "", text)
+    return "compilation failed: " + text[:1000]
+
+
+def device_data(device: Device, domains: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What `device` is in a selector: driver, attributes and capacity by domain."""
+    attributes: dict[str, dict[str, Any]] = {d: {} for d in domains}
+    for name, value in device.attributes.items():
+        domain, _, short = name.rpartition("/")
+        attributes.setdefault(domain, {})[short] = (
+            _version_value(value) if isinstance(value, Version) else value
+        )
+    capacity: dict[str, dict[str, Any]] = {d: {} for d in domains}
+    for name, amount in device.capacity.items():
+        domain, _, short = name.rpartition("/")
+        capacity.setdefault(domain or device.driver, {})[short] = _quantity_value(amount)
+    return {"driver": device.driver, "attributes": attributes, "capacity": capacity,
+            "allowMultipleAllocations": device.allow_multiple}
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    matches: bool
+    error: str = ""  # a runtime error: the scheduler aborts the pod on it
+
+
+def evaluate(program: Program, device: Device) -> Outcome:
+    """One selector on one device; memoised by the device's CEL-visible content."""
+    return _evaluate(program, device.cel_id, device)
+
+
+_CACHE: dict[tuple[str, int], Outcome] = {}
+_CACHE_LIMIT = 1 << 16
+
+
+def _evaluate(program: Program, key: int, device: Device) -> Outcome:
+    slot = (program.expression, key)
+    found = _CACHE.get(slot)
+    if found is not None:
+        return found
+    outcome = _run(program, device) if program.compiled is not None else \
+        Outcome(False, program.error)
+    if len(_CACHE) >= _CACHE_LIMIT:
+        _CACHE.clear()  # bounded; a new inventory refills it in one pass
+    _CACHE[slot] = outcome
+    return outcome
+
+
+def _run(program: Program, device: Device) -> Outcome:
+    try:
+        value = program.compiled.eval(data={"device": device_data(device, program.domains)})
+        kind = value.type().name().lower()
+        result = value.value()
+    except Exception as exc:
+        return Outcome(False, _runtime_message(str(exc)))
+    if kind == "bool":
+        return Outcome(bool(result))
+    if kind == "error":
+        return Outcome(False, _runtime_message(str(result)))
+    return Outcome(False, f"must evaluate to bool, not {kind}")
+
+
+def _runtime_message(text: str) -> str:
+    match = re.search(r'Key not found in map\s*:\s*"?([^"\s]*)"?', text)
+    if match:
+        return f"no such key: {match.group(1)}"
+    text = re.sub(r"^[A-Z_]+: ", "", text.strip())
+    return text[:300]
+
+
+def library_cost_probe() -> Callable[[], None]:
+    """One raw cel-expr-python evaluation of a typical selector (for bench/bench_dra.py)."""
+    program = compile_selector(
+        "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'")
+    data = {"device": {"driver": "gpu.nvidia.com", "attributes": {"gpu.nvidia.com": {
+        "productName": "NVIDIA H100 80GB HBM3", "type": "gpu"}}, "capacity": {}}}
+    compiled = program.compiled
+
+    def run() -> None:
+        compiled.eval(data=data)
+    return run

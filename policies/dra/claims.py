@@ -1,0 +1,128 @@
+"""Facts about one claim that need no search: selectors that do not compile, classes that do
+not exist, and whether the claim asks for GPUs (which makes its pod a GPU pod)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from policies.dra.cel import compile_selector, evaluate
+from policies.dra.objects import Claim, DeviceClass, Request
+from policies.dra.pools import DraInventory
+from policies.dra.problems import Problem
+from policies.paths import FieldPath, to_display
+
+GpuKind = Literal["gpu", "mig"]
+# Drivers whose devices are accelerators (reference/dra.md §5.1, §5.6).
+GPU_DRIVERS = frozenset({"gpu.nvidia.com", "gpu.amd.com", "gpu.intel.com", "gaudi.intel.com",
+                         "gpu.example.com"})
+
+
+def requests_of(claim: Claim) -> Iterator[Request]:
+    """Every request and subrequest of the claim, in order."""
+    for slot in claim.requests:
+        yield from slot.alternatives
+
+
+def selector_problems(claim: Claim, classes: Mapping[str, DeviceClass] | None = None
+                      ) -> list[Problem]:
+    """Request selectors (and, given `classes`, those of the classes used) that do not compile,
+    with the compiler's message: the apiserver refuses the claim for its own, the scheduler
+    stops every pod on a class's."""
+    out = []
+    for request in requests_of(claim):
+        for selector in request.selectors:
+            program = compile_selector(selector.expression)
+            if program.error:
+                out.append(Problem(selector.path, f"{to_display(selector.path)}: Invalid "
+                                   f"value: {_clip(selector.expression)}: {program.error}",
+                                   "advice" if program.unsupported else "selector-invalid"))
+        cls = (classes or {}).get(request.class_name)
+        for selector in cls.selectors if cls else ():
+            program = compile_selector(selector.expression)
+            if program.error:
+                out.append(Problem(_class_path(request), f"device class {cls.name if cls else ''}"
+                                   f": selector {_clip(selector.expression)}: {program.error}",
+                                   "advice" if program.unsupported else "selector-invalid"))
+    return out
+
+
+def unknown_classes(claim: Claim, classes: Mapping[str, DeviceClass]) -> list[Problem]:
+    """Requests naming a DeviceClass the cluster does not have: the pod waits for it."""
+    return [Problem(_class_path(r), f"{to_display(_class_path(r))}: device class "
+                    f"{r.class_name} does not exist")
+            for r in requests_of(claim) if r.class_name not in classes]
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """What a request asks for, as the GPU rules count it."""
+
+    request: Request
+    kind: GpuKind | None  # None: not a GPU class (NICs, FPGAs...)
+    count: int  # ExactCount's count; for All, the most devices any node group would give
+
+
+def gpu_demand(claim: Claim, inventory: DraInventory | None = None) -> list[Demand]:
+    """Each request with whether it asks for whole GPUs or MIG devices. With an inventory the
+    class's selectors decide on the devices they pick; without one, the class name does."""
+    out = []
+    for request in requests_of(claim):
+        kind = gpu_kind(request.class_name, inventory)
+        count = request.count
+        if request.mode == "All" and inventory is not None:
+            count = max((_matching(request.class_name, inventory, g.name)
+                         for g in inventory.groups), default=0)
+        out.append(Demand(request, kind, count))
+    return out
+
+
+def gpu_kind(class_name: str, inventory: DraInventory | None = None) -> GpuKind | None:
+    cls = inventory.classes.get(class_name) if inventory is not None else None
+    if cls is not None and inventory is not None:
+        kinds = set()
+        programs = [compile_selector(s.expression) for s in cls.selectors]
+        for group in inventory.groups:
+            for _pool, device in group.devices():
+                if all(evaluate(p, device).matches for p in programs):
+                    kinds.add(_device_kind(device.driver, device.attributes))
+        if "mig" in kinds:
+            return "mig"
+        if "gpu" in kinds:
+            return "gpu"
+        if kinds:
+            return None
+    name = class_name.lower()
+    if name.startswith("mig.") or ".mig." in name or "-mig" in name:
+        return "mig"
+    if "gpu" in name or name in GPU_DRIVERS:
+        return "gpu"
+    return None
+
+
+def _device_kind(driver: str, attributes: Mapping[str, object]) -> GpuKind | None:
+    kind = attributes.get(f"{driver}/type")
+    if kind == "mig" or attributes.get(f"{driver}/profile") is not None:
+        return "mig"
+    if driver in GPU_DRIVERS:
+        return "gpu"
+    return None
+
+
+def _matching(class_name: str, inventory: DraInventory, group_name: str) -> int:
+    cls = inventory.classes.get(class_name)
+    group = inventory.by_node.get(group_name)
+    if cls is None or group is None:
+        return 0
+    programs = [compile_selector(s.expression) for s in cls.selectors]
+    return sum(1 for pool, device in group.devices()
+               if pool.usable and all(evaluate(p, device).matches for p in programs))
+
+
+def _class_path(request: Request) -> FieldPath:
+    return (*request.path, "deviceClassName")
+
+
+def _clip(expression: str) -> str:
+    return repr(expression if len(expression) <= 120 else expression[:117] + "...")

@@ -1,0 +1,164 @@
+"""ResourceClaim and ResourceClaimTemplate (resource.k8s.io/v1, and the v1beta1 flat request)
+from untrusted dicts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from policies.dra.objects import (
+    MAX_ATTRIBUTES,
+    MAX_REQUESTS,
+    MAX_SUBREQUESTS,
+    MAX_TOLERATIONS,
+    AllocationMode,
+    Claim,
+    Constraint,
+    Request,
+    RequestSlot,
+    Toleration,
+)
+from policies.dra.reader import Reader, read_meta, read_selectors
+from policies.paths import FieldPath, to_display
+
+
+def parse_claim(raw: Any) -> Claim:
+    """A ResourceClaim or a ResourceClaimTemplate (whose claim spec sits at spec.spec)."""
+    reader = Reader()
+    obj = reader.mapping(raw, ())
+    kind = "ResourceClaimTemplate" if obj.get("kind") == "ResourceClaimTemplate" else \
+        "ResourceClaim"
+    name, namespace = read_meta(obj, reader)
+    base: FieldPath = ("spec", "spec") if kind == "ResourceClaimTemplate" else ("spec",)
+    spec = reader.mapping(obj.get("spec"), ("spec",))
+    if kind == "ResourceClaimTemplate":
+        spec = reader.mapping(spec.get("spec"), base)
+    devices = reader.mapping(spec.get("devices"), (*base, "devices"))
+    requests = []
+    for i, entry in reader.items(devices.get("requests"), (*base, "devices", "requests"),
+                                 MAX_REQUESTS):
+        slot = _slot(entry, (*base, "devices", "requests", i), reader)
+        if slot is not None:
+            requests.append(slot)
+    names = {s.name for s in requests} | {a.name for s in requests for a in s.alternatives}
+    constraints = []
+    for i, entry in reader.items(devices.get("constraints"),
+                                 (*base, "devices", "constraints"), MAX_REQUESTS):
+        constraint = _constraint(entry, (*base, "devices", "constraints", i), names, reader)
+        if constraint is not None:
+            constraints.append(constraint)
+    return Claim(kind, name, namespace, tuple(requests), tuple(constraints),
+                 tuple(reader.problems), base)
+
+
+def _slot(raw: Mapping[str, Any], path: FieldPath, reader: Reader) -> RequestSlot | None:
+    name = reader.string(raw.get("name"), (*path, "name"), required=True)
+    exactly, first = raw.get("exactly"), raw.get("firstAvailable")
+    if exactly is not None and first is not None:
+        reader.bad(path, f"{to_display(path)}: exactly one of `exactly` or `firstAvailable` "
+                   "is required, but multiple fields are set")
+        return None
+    if first is not None:
+        subs = tuple(
+            sub for i, entry in reader.items(first, (*path, "firstAvailable"), MAX_SUBREQUESTS)
+            if (sub := _request(entry, (*path, "firstAvailable", i), name, reader, True))
+        )
+        if not subs:
+            reader.bad((*path, "firstAvailable"), f"{to_display(path)}.firstAvailable needs "
+                       "at least one subrequest")
+            return None
+        return RequestSlot(name, subs, path)
+    if exactly is None and "deviceClassName" in raw:
+        request = _request(raw, path, name, reader)  # v1beta1: the request itself
+    elif exactly is None:
+        reader.bad(path, f"{to_display(path)}: exactly one of `exactly` or `firstAvailable` "
+                   "is required")
+        return None
+    else:
+        request = _request(reader.mapping(exactly, (*path, "exactly")), (*path, "exactly"),
+                           name, reader)
+    return RequestSlot(name, (request,), path) if request is not None and name else None
+
+
+def _request(raw: Mapping[str, Any], path: FieldPath, parent: str, reader: Reader,
+             sub: bool = False) -> Request | None:
+    name = parent
+    if sub:
+        sub_name = reader.string(raw.get("name"), (*path, "name"), required=True)
+        name = f"{parent}/{sub_name}"
+    class_name = reader.string(raw.get("deviceClassName"), (*path, "deviceClassName"),
+                               required=True)
+    raw_mode = raw.get("allocationMode") or "ExactCount"
+    mode: AllocationMode = "All" if raw_mode == "All" else "ExactCount"
+    if raw_mode not in ("ExactCount", "All"):
+        reader.bad((*path, "allocationMode"), f"{to_display((*path, 'allocationMode'))}: "
+                   f"Unsupported value: {str(raw_mode)[:64]!r}: supported values: \"All\", "
+                   "\"ExactCount\"")
+        return None
+    count = reader.integer(raw.get("count"), (*path, "count"), 0)
+    if mode == "All" and count:
+        reader.bad((*path, "count"), f"{to_display((*path, 'count'))} must not be specified "
+                   "when allocationMode is 'All'")
+    if mode == "ExactCount" and count < 0:
+        reader.bad((*path, "count"), f"{to_display((*path, 'count'))}: Invalid value: "
+                   f"{count}: must be greater than zero")
+        return None
+    if mode == "ExactCount" and count > 32:
+        reader.bad((*path, "count"), f"{to_display((*path, 'count'))}: {count} devices; a "
+                   "claim may allocate at most 32")
+    admin = False if sub else reader.boolean(raw.get("adminAccess"), (*path, "adminAccess"))
+    tolerations = []
+    for i, entry in reader.items(raw.get("tolerations"), (*path, "tolerations"),
+                                 MAX_TOLERATIONS):
+        here: FieldPath = (*path, "tolerations", i)
+        operator = entry.get("operator") or "Equal"
+        if operator not in ("Equal", "Exists"):
+            reader.bad((*here, "operator"), f"{to_display((*here, 'operator'))}: "
+                       f"Unsupported value: {str(operator)[:64]!r}")
+            continue
+        tolerations.append(Toleration(
+            key=reader.string(entry.get("key"), (*here, "key")),
+            operator=operator,
+            value=reader.string(entry.get("value"), (*here, "value")),
+            effect=reader.string(entry.get("effect"), (*here, "effect")),
+        ))
+    capacity = reader.mapping(raw.get("capacity"), (*path, "capacity"))
+    requested = reader.quantities(capacity.get("requests"), (*path, "capacity", "requests"),
+                                  MAX_ATTRIBUTES, wrapped=False)
+    if not class_name or not name:
+        return None
+    return Request(
+        name=name, class_name=class_name,
+        selectors=read_selectors(raw.get("selectors"), (*path, "selectors"), reader),
+        mode=mode, count=max(count, 1) if mode == "ExactCount" else 0, admin_access=admin,
+        tolerations=tuple(tolerations), capacity=requested, path=path,
+    )
+
+
+def _constraint(raw: Mapping[str, Any], path: FieldPath, names: set[str],
+                reader: Reader) -> Constraint | None:
+    requests = []
+    refs = raw.get("requests")
+    if refs is not None and not isinstance(refs, list):
+        reader.bad((*path, "requests"), f"{to_display((*path, 'requests'))} must be a list")
+        refs = []
+    for i, ref in enumerate((refs or [])[:MAX_REQUESTS]):
+        if not isinstance(ref, str) or ref not in names:
+            reader.bad((*path, "requests", i), f"{to_display((*path, 'requests', i))}: must "
+                       "be the name of a request in the claim or the name of a request and "
+                       "a subrequest separated by '/'")
+            continue
+        requests.append(ref)
+    match = reader.string(raw.get("matchAttribute"), (*path, "matchAttribute")) or None
+    distinct = reader.string(raw.get("distinctAttribute"), (*path, "distinctAttribute")) or None
+    if (match is None) == (distinct is None):
+        reader.bad(path, f"{to_display(path)}: exactly one of `matchAttribute` or "
+                   "`distinctAttribute` is required")
+        return None
+    attribute = match or distinct or ""
+    if "/" not in attribute:
+        field_name = "matchAttribute" if match else "distinctAttribute"
+        reader.bad((*path, field_name), f"{to_display((*path, field_name))}: a fully "
+                   "qualified name must be a domain and a name separated by a slash")
+        return None
+    return Constraint(tuple(requests), match, distinct, path)

@@ -1,0 +1,151 @@
+"""The CEL layer: Kubernetes functions DRA selectors use, compile errors, and memoisation."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.bench_dra import CLAIM, GPU_CLASS, slices
+from policies.dra import cel
+from policies.dra.allocate import check
+from policies.dra.parse_claims import parse_claim
+from policies.dra.parse_slices import parse_slice
+from policies.dra.pools import DraInventory
+
+DEVICE = parse_slice({"spec": {
+    "driver": "gpu.nvidia.com", "nodeName": "n",
+    "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1},
+    "devices": [{"name": "gpu-0", "attributes": {
+        "type": {"string": "gpu"}, "productName": {"string": "NVIDIA H100 80GB HBM3"},
+        "driverVersion": {"version": "580.105.8"}, "index": {"int": 3},
+        "migCapable": {"bool": True}, "resource.kubernetes.io/pcieRoot": {"string": "pci0000:10"}},
+        "capacity": {"memory": {"value": "81559Mi"}}}]}}).devices[0]
+
+# (expression, matches, error substring) on an H100 device.
+TABLE = [
+    ("device.driver == 'gpu.nvidia.com'", True, ""),
+    ("device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'", True, ""),
+    ("device.attributes['gpu.nvidia.com'].productName.lowerAscii().contains('h100')", True, ""),
+    ("device.attributes['gpu.nvidia.com'].productName.upperAscii().endsWith('HBM3')", True, ""),
+    ("device.attributes['gpu.nvidia.com'].productName.matches('^NVIDIA (H|B)[0-9]+')", True, ""),
+    ("device.attributes['gpu.nvidia.com'].productName.split(' ')[1] == 'H100'", True, ""),
+    ("device.attributes['gpu.nvidia.com'].index == 3", True, ""),
+    ("device.attributes['gpu.nvidia.com'].migCapable", True, ""),
+    ("device.attributes['resource.kubernetes.io'].pcieRoot == 'pci0000:10'", True, ""),
+    ("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0", True, ""),
+    ("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0", False, ""),
+    ("device.capacity['gpu.nvidia.com'].memory.isGreaterThan(quantity('81558Mi'))", True, ""),
+    ("device.capacity['gpu.nvidia.com'].memory.isLessThan(quantity('81559Mi'))", False, ""),
+    ("device.capacity['gpu.nvidia.com'].memory == quantity('81559Mi')", True, ""),
+    ("quantity('1Gi').add(quantity('1Gi')).compareTo(quantity('2Gi')) == 0", True, ""),
+    ("quantity('2Gi').sub(1).isLessThan(quantity('2Gi'))", True, ""),
+    ("quantity('1500m').asApproximateFloat() == 1.5", True, ""),
+    ("quantity('1k').asInteger() == 1000 && quantity('1k').isInteger()", True, ""),
+    ("quantity('-1').sign() == -1", True, ""),
+    ("isQuantity('1Gi') && !isQuantity('one')", True, ""),
+    ("device.attributes['gpu.nvidia.com'].driverVersion.isGreaterThan(semver('550.0.0'))", True, ""),
+    ("device.attributes['gpu.nvidia.com'].driverVersion.major() == 580", True, ""),
+    ("device.attributes['gpu.nvidia.com'].driverVersion.minor() == 105", True, ""),
+    ("device.attributes['gpu.nvidia.com'].driverVersion.patch() == 8", True, ""),
+    ("device.attributes['gpu.nvidia.com'].driverVersion.compareTo(semver('580.105.8')) == 0", True, ""),
+    ("semver('1.0.0-rc.1').isLessThan(semver('1.0.0'))", True, ""),
+    ("semver('v1.2', true).minor() == 2 && isSemver('1.2.3') && !isSemver('1.2')", True, ""),
+    ("device.attributes['gpu.nvidia.com'].?profile.orValue('none') == 'none'", True, ""),
+    ("has(device.attributes['gpu.nvidia.com'].profile)", False, ""),
+    ("has(device.attributes['amd.com'].family)", False, ""),
+    ("device.driver == 'x' && device.attributes['gpu.nvidia.com'].profile == 'a'", False, ""),
+    ("device.attributes['gpu.nvidia.com'].profile == '1g.5gb'", False, "no such key: profile"),
+    ("device.attributes['gpu.nvidia.com'].driverVersion == '580.105.8'", False, ""),
+    ("quantity('ten') == quantity('10')", False, "invalid quantity"),
+    ("quantity('1e999999') == quantity('1')", False, "invalid quantity"),
+    ("semver('1.2') == semver('1.2.0')", False, "invalid semver"),
+    ("device.attributes['gpu.nvidia.com'].productName", False, "must evaluate to bool"),
+    ("cel.bind(a, device.attributes['gpu.nvidia.com'], a.type == 'gpu' && a.index == 3)", True, ""),
+]
+
+
+@pytest.mark.parametrize(("expression", "matches", "error"), TABLE, ids=[t[0][:60] for t in TABLE])
+def test_selector(expression: str, matches: bool, error: str) -> None:
+    program = cel.compile_selector(expression)
+    assert program.error == ""
+    outcome = cel.evaluate(program, DEVICE)
+    assert (outcome.matches, error in outcome.error) == (matches, True), outcome
+    assert bool(outcome.error) == bool(error), outcome
+
+
+@pytest.mark.parametrize("expression", [
+    "device.driver ==",
+    "device.driver = 'x'",
+    "nosuch(device.driver)",
+    "device.driver.lowerAscii(1, 2, 3) == 'x'",
+    "quantity(1) == quantity(2)",
+    "1 + 'a' == 2",
+    "'x' * 3",
+    "device.drivr == 'gpu.nvidia.com'",
+    "device.index == 0",
+])
+def test_compile_error_carries_the_compilers_message(expression: str) -> None:
+    program = cel.compile_selector(expression)
+    assert program.compiled is None
+    assert program.error.startswith(("compilation failed: ERROR: <input>:1:", "must evaluate"))
+
+
+def test_nesting_past_the_engine_is_unsupported_not_invalid() -> None:
+    program = cel.compile_selector(" + ".join(["1"] * 40) + " > 0")
+    assert program.unsupported and program.compiled is None
+    assert "not checked" in program.error
+
+
+def test_too_long_is_not_compiled() -> None:
+    program = cel.compile_selector("true && " * 2000 + "true")
+    assert program.error.startswith("Too long")
+
+
+def test_compiled_once_per_distinct_expression() -> None:
+    cel.compile_selector.cache_clear()
+    for _ in range(3):
+        cel.compile_selector("device.driver == 'gpu.nvidia.com'")
+    info = cel.compile_selector.cache_info()
+    assert (info.misses, info.hits) == (1, 2)
+
+
+def test_evaluated_once_per_distinct_device() -> None:
+    # 200 nodes x 8 GPUs of 4 models, 2 PCIe roots each: 8 distinct devices.
+    inventory = DraInventory.build(slices(200), [GPU_CLASS])
+    assert len(inventory.groups) == 4
+    cel._CACHE.clear()
+    calls = []
+    real = cel._run
+    try:
+        cel._run = lambda program, device: calls.append(1) or real(program, device)  # type: ignore[assignment]
+        check([parse_claim(CLAIM)], inventory)
+        check([parse_claim(CLAIM)], inventory)
+    finally:
+        cel._run = real  # type: ignore[assignment]
+    assert len(calls) == 2 * 8  # class selector and request selector, 8 devices, once
+
+
+def test_hostile_search_is_bounded_and_never_refuses() -> None:
+    # Eight single-GPU requests and a ninth with alternatives on 8-GPU nodes: 8! orderings
+    # before the search could conclude; the budget stops it and the answer is "undecided",
+    # counted as a fit (no false refusal), over every group together.
+    inventory = DraInventory.build(slices(50), [GPU_CLASS])
+    one = {"deviceClassName": "gpu.nvidia.com", "count": 1}
+    requests = [{"name": f"r{i}", "exactly": one} for i in range(8)]
+    requests.append({"name": "last", "firstAvailable": [{"name": "a", **one},
+                                                        {"name": "b", **one}]})
+    claim = parse_claim({"kind": "ResourceClaim", "metadata": {"name": "c"},
+                         "spec": {"devices": {"requests": requests}}})
+    verdicts = check([claim], inventory)
+    assert all(v.fits for v in verdicts)
+    assert all(v.undecided for v in verdicts)
+
+
+def test_pigeonhole_refuses_without_searching() -> None:
+    inventory = DraInventory.build(slices(4), [GPU_CLASS])
+    requests = [{"name": f"r{i}", "exactly": {"deviceClassName": "gpu.nvidia.com"}}
+                for i in range(9)]
+    claim = parse_claim({"kind": "ResourceClaim", "metadata": {"name": "c"},
+                         "spec": {"devices": {"requests": requests}}})
+    verdicts = check([claim], inventory)
+    assert [v.reasons for v in verdicts] == [
+        ("the requests together need 9 devices and only 8 match any of them",)] * 4

@@ -1,0 +1,70 @@
+"""Claim facts that need no search: compile errors, unknown classes, GPU demand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from policies.dra.claims import gpu_demand, gpu_kind, selector_problems, unknown_classes
+from policies.dra.parse_claims import parse_claim
+from policies.paths import to_display
+from tests.dra.casetable import claim_object, inventory
+
+CLUSTER = ("classes", "h100", "a100-mig", "selection")
+
+
+def _claim(*requests: dict[str, Any]) -> Any:
+    return parse_claim(claim_object({"requests": list(requests)}))
+
+
+def test_request_selector_that_does_not_compile() -> None:
+    claim = _claim({"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "selectors": [
+        {"cel": {"expression": "true"}}, {"cel": {"expression": "device.driver =="}}]}})
+    problems = selector_problems(claim)
+    assert [to_display(p.path) for p in problems] == [
+        "spec.devices.requests[0].exactly.selectors[1].cel.expression"]
+    assert problems[0].kind == "selector-invalid"
+    assert "compilation failed: ERROR: <input>:1:17: Syntax error" in problems[0].message
+
+
+def test_class_selector_that_does_not_compile_is_reported_on_the_request() -> None:
+    inv = inventory(CLUSTER)
+    claim = _claim({"name": "x", "exactly": {"deviceClassName": "broken.example.com"}})
+    problems = selector_problems(claim, inv.classes)
+    assert [to_display(p.path) for p in problems] == [
+        "spec.devices.requests[0].exactly.deviceClassName"]
+    assert problems[0].message.startswith("device class broken.example.com: selector")
+
+
+def test_unknown_class_in_a_subrequest() -> None:
+    inv = inventory(CLUSTER)
+    claim = _claim({"name": "accel", "firstAvailable": [
+        {"name": "a", "deviceClassName": "gpu.nvidia.com"},
+        {"name": "b", "deviceClassName": "gpu.nvidia.co"}]})
+    problems = unknown_classes(claim, inv.classes)
+    assert [(to_display(p.path), p.message.split(": ", 1)[1]) for p in problems] == [
+        ("spec.devices.requests[0].firstAvailable[1].deviceClassName",
+         "device class gpu.nvidia.co does not exist")]
+
+
+@pytest.mark.parametrize(("class_name", "with_inventory", "kind"), [
+    ("gpu.nvidia.com", True, "gpu"),
+    ("mig.nvidia.com", True, "mig"),
+    ("nic.example.com", True, None),
+    ("gpu.nvidia.com", False, "gpu"),
+    ("mig.nvidia.com", False, "mig"),
+    ("gpu.amd.com", False, "gpu"),
+    ("nic.example.com", False, None),
+])
+def test_gpu_kind(class_name: str, with_inventory: bool, kind: str | None) -> None:
+    assert gpu_kind(class_name, inventory(CLUSTER) if with_inventory else None) == kind
+
+
+def test_all_counts_every_matching_device_of_the_best_group() -> None:
+    claim = _claim({"name": "all", "exactly": {"deviceClassName": "gpu.nvidia.com",
+                                               "allocationMode": "All"}},
+                   {"name": "two", "exactly": {"deviceClassName": "mig.nvidia.com", "count": 2}})
+    demand = gpu_demand(claim, inventory(CLUSTER))
+    assert [(d.request.name, d.kind, d.count) for d in demand] == [
+        ("all", "gpu", 8), ("two", "mig", 2)]
