@@ -19,7 +19,8 @@ from typing import Any, TextIO
 import yaml
 
 from policies.decision import Decision
-from policies.model import GPUPolicy, Inject
+from policies.model import GPUPolicy
+from policies.paths import to_pointer
 from webhook import report
 from webhook.findings import ENGINE_ERROR, MUTATION, Finding, rule_help
 from webhook.findings import mutation as mutation_words
@@ -89,7 +90,7 @@ class Collector:
     def add(self, ref: ObjectRef, decision: Decision) -> None:
         self.audited[ref.kind] += 1
         self.namespaces.add(ref.namespace)
-        if decision.violations or decision.patch:
+        if decision.violations or decision.ops:
             self._rows(ref, decision)
         elif decision.policies:
             for name in decision.policies:
@@ -98,12 +99,11 @@ class Collector:
             self.write(ref, rule=v.rule, severity=v.severity, message=v.message,
                        policy=v.policy, mode=v.mode, path=v.field or None,
                        action=action(v.severity, v.mode))
-        if decision.patch:
+        if decision.ops:
             self.mutated_objects += 1
-            policy = ", ".join(decision.policies) or None
-            for op in decision.patch:
+            for op in decision.ops:
                 self.write(ref, rule=MUTATION, severity="info", message=mutation_words(op)[0],
-                           policy=policy, mode=None, path=str(op.get("path", "")),
+                           policy=op.policy, mode=None, path=to_pointer(op.path),
                            action="mutate")
         if decision.denials:
             self.refused_objects += 1
@@ -133,8 +133,7 @@ class Collector:
             row = self._row(name, ref.namespace)
             row.objects += 1
             mine = [v for v in decision.violations if v.policy == name]
-            policy = self.policies.get(name)
-            row.mutate += bool(decision.patch and policy and policy.spec.inject != Inject())
+            row.mutate += any(op.policy == name for op in decision.ops)
             row.refuse += any(v.denies for v in mine)
             row.warn += any(not v.denies and v.mode != "Audit" for v in mine)
             row.audit += any(v.mode == "Audit" for v in mine)

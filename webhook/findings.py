@@ -5,11 +5,12 @@ Standard library and the core only, so the linter's start-up stays fast."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from typing import Any, Literal
 
+from policies.decision import PatchOp
 from policies.paths import FieldPath, to_display
 
 Severity = Literal["error", "warning", "info"]
@@ -77,30 +78,16 @@ def _engine_rule_help() -> dict[str, str]:
     return out
 
 
-def mutation(op: Mapping[str, Any]) -> tuple[str, FieldPath]:
+def mutation(op: PatchOp) -> tuple[str, FieldPath]:
     """The words for one patch op ("would add spec.tolerations: [...]") and the path to place
-    it at (an added field does not exist yet: its parent)."""
-    path = pointer_path(str(op.get("path", "")))
-    value = json.dumps(op.get("value"), separators=(",", ":"), default=str)
+    it at: the engine only adds, and an added field does not exist yet, so its parent."""
+    path = op.path
+    value = json.dumps(op.value, separators=(",", ":"), default=str)
     if len(value) > 120:
         value = value[:117] + "..."
-    kind = str(op.get("op"))
-    at = path[:-1] if kind == "add" else path
-    verb = {"add": "add", "replace": "set", "remove": "remove"}.get(kind, kind)
-    if kind == "add" and path and path[-1] == "-":
+    verb = "add"
+    if path and path[-1] == "-":
         verb, path = "append to", path[:-1]
-    elif kind == "add" and path and isinstance(path[-1], int):
+    elif path and isinstance(path[-1], int):
         verb = "insert"
-    shown = to_display(path) or "/"
-    return f"would {verb} {shown}" + ("" if kind == "remove" else f": {value}"), at
-
-
-def pointer_path(pointer: str) -> FieldPath:
-    """RFC 6901 pointer -> FieldPath; numbers become indexes (positions only look them up)."""
-    if not pointer:
-        return ()
-    parts: list[str | int] = []
-    for raw in pointer.lstrip("/").split("/"):
-        part = raw.replace("~1", "/").replace("~0", "~")
-        parts.append(int(part) if part.isdigit() else part)
-    return tuple(parts)
+    return f"would {verb} {to_display(path) or '/'}: {value}", op.path[:-1]

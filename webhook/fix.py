@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from policies.decision import PatchOp
 from policies.paths import FieldPath
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -196,7 +197,7 @@ def fix_document(body: str, edits: Sequence[Any]) -> str:
         base = _dump(rt, data)
         for edit in edits:
             target = _walk(data, edit.prefix)
-            for op in edit.patch:
+            for op in edit.ops:
                 _apply(target, op)
         new = _dump(rt, data)
     except RuamelError as exc:
@@ -253,33 +254,20 @@ def _walk(data: Any, path: FieldPath) -> Any:
     return data
 
 
-def _apply(target: Any, op: Mapping[str, Any]) -> None:
-    """One RFC 6902 operation on ruamel (or plain) containers, in place."""
-    kind = op.get("op")
-    parts = [p.replace("~1", "/").replace("~0", "~") for p in str(op["path"]).split("/")[1:]]
-    if not parts:
-        raise FixError(f"cannot {kind} the whole object")
+def _apply(target: Any, op: PatchOp) -> None:
+    """One patch op (the engine only adds) on ruamel (or plain) containers, in place."""
+    if not op.path:
+        raise FixError(f"cannot {op.op} the whole object")
     parent = target
-    for part in parts[:-1]:
-        parent = parent[int(part)] if isinstance(parent, list) else parent[part]
-    last = parts[-1]
-    value = op.get("value")
+    for part in op.path[:-1]:
+        parent = parent[part]
+    last = op.path[-1]
+    if op.op != "add":
+        raise FixError(f"unsupported patch operation {op.op!r}")
     if isinstance(parent, list):
-        index = len(parent) if last == "-" else int(last)
-        if kind == "add":
-            parent.insert(index, value)
-        elif kind == "replace":
-            parent[index] = value
-        elif kind == "remove":
-            del parent[index]
-        elif kind != "test":
-            raise FixError(f"unsupported patch operation {kind!r}")
-    elif kind in ("add", "replace"):
-        parent[last] = value
-    elif kind == "remove":
-        del parent[last]
-    elif kind != "test":
-        raise FixError(f"unsupported patch operation {kind!r}")
+        parent.insert(len(parent) if last == "-" else int(last), op.value)
+    else:
+        parent[last] = op.value
 
 
 def _fix_json(text: str, edits: Sequence[Any]) -> str:
@@ -291,7 +279,7 @@ def _fix_json(text: str, edits: Sequence[Any]) -> str:
         if edit.document != 1:
             raise FixError("a JSON file holds one document")
         target = _walk(data, edit.prefix)
-        for op in edit.patch:
+        for op in edit.ops:
             _apply(target, op)
     first = next((line for line in text.splitlines()[1:] if line.strip()), "")
     indent = len(first) - len(first.lstrip()) or None

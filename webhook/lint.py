@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from policies.paths import FieldPath
+from policies.decision import PatchOp
+from policies.paths import FieldPath, to_pointer
 from webhook import findings, options, report, yamlpos
 from webhook.findings import ENGINE_ERROR, MUTATION
 from webhook.findings import Finding as ReportFinding
@@ -59,7 +60,7 @@ class Edit:
 
     document: int  # 1-based index in the stream
     prefix: FieldPath  # where the object sits in the document (("items", i) in a List)
-    patch: tuple[dict[str, Any], ...]
+    ops: tuple[PatchOp, ...]
     mutated: Any  # the object after the patch, as the engine computed it
 
 
@@ -239,14 +240,13 @@ def lint_stream(
                     line=line, column=column, policy=v.policy, path=v.field or None,
                     object=label, document=doc.index,
                 ))
-            if decision.patch:
+            if decision.ops:
                 result.edits.setdefault(name, []).append(
-                    Edit(doc.index, prefix, decision.patch, decision.mutated))
+                    Edit(doc.index, prefix, decision.ops, decision.mutated))
                 if show_mutations:
-                    policy = ", ".join(decision.policies) or None
-                    for op in decision.patch:
+                    for op in decision.ops:
                         result.findings.append(mutation_finding(
-                            op, doc, prefix, name=name, label=label, policy=policy))
+                            op, doc, prefix, name=name, label=label))
         if not found:
             result.notes.append(
                 f"{name}: document {doc.index} (line {doc.line}): skipped, not a Kubernetes "
@@ -255,14 +255,13 @@ def lint_stream(
 
 
 def mutation_finding(
-    op: dict[str, Any], doc: yamlpos.Document, prefix: FieldPath, *,
-    name: str, label: str, policy: str | None,
+    op: PatchOp, doc: yamlpos.Document, prefix: FieldPath, *, name: str, label: str,
 ) -> ReportFinding:
     message, at = findings.mutation(op)
     line, column = doc.position((*prefix, *at))
     return ReportFinding(
         rule=MUTATION, severity="info", message=message, file=name, line=line, column=column,
-        policy=policy, path=str(op.get("path", "")), object=label, document=doc.index,
+        policy=op.policy, path=to_pointer(op.path), object=label, document=doc.index,
     )
 
 

@@ -260,3 +260,23 @@ def test_inventory_option(tmp_path: Path, inventory: tuple[str, ...], rules: lis
     if rules:
         assert (findings[0]["line"], findings[0]["path"]) == (5, "spec.containers")
         assert "pool h100" in findings[0]["message"]
+
+
+def test_a_mutation_is_credited_to_the_policy_that_made_it(tmp_path: Path) -> None:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "p.yaml").write_text(
+        "apiVersion: gpupolicy.io/v1alpha1\nkind: GPUPolicy\nmetadata: {name: injects}\n"
+        "spec: {inject: {runtimeClassName: nvidia}}\n---\n"
+        "apiVersion: gpupolicy.io/v1alpha1\nkind: GPUPolicy\nmetadata: {name: rules-only}\n"
+        "spec: {rules: {maxGPUsPerPod: 8}}\n")
+    pod = tmp_path / "pod.yaml"
+    pod.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+                   "  - {name: c, image: i, resources: {limits: {nvidia.com/gpu: 1}}}\n")
+    run = gpupolicy("lint", "--policies", str(policies), "--show-mutations", "-o", "json",
+                    str(pod))
+    mutations = [f for f in json.loads(run.out)["findings"] if f["rule"] == "mutation"]
+    assert [(f["policy"], f["path"]) for f in mutations] == [("injects", "/spec/runtimeClassName")]
+    audited = gpupolicy("audit", "--policies", str(policies), "-o", "json", str(pod))
+    rows = {r["policy"]: r["mutate"] for r in json.loads(audited.out)["policies"]}
+    assert rows == {"injects": 1, "rules-only": 0}
