@@ -14,9 +14,9 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from policies.loading import PolicyLoadError, PolicyProblem, check_unique, parse_policies
+from policies.loading import PolicyLoadError, PolicyProblem, check_unique
 from policies.model import GPUPolicy
-from webhook.sources import SourceError, manifest_files
+from webhook.sources import SourceError, manifest_files, read_policy_file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,17 +36,12 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     problems: list[PolicyProblem] = []
     for file in files:
         try:
-            text = file.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            problems.append(PolicyProblem(str(file), 0, 0, "", f"not UTF-8 text: {exc.reason}"))
-            continue
-        except OSError as exc:
-            stderr.write(f"gpupolicy policy check: {file}: cannot read: {exc.strerror}\n")
+            found, trouble = read_policy_file(file)  # the hardened reader, as every door
+        except SourceError as exc:
+            stderr.write(f"gpupolicy policy check: {exc}\n")
             return 2
-        try:
-            loaded.extend((str(file), p) for p in parse_policies(text, str(file)))
-        except PolicyLoadError as exc:
-            problems.extend(exc.problems)
+        loaded += found
+        problems += trouble
     try:
         check_unique(loaded)
     except PolicyLoadError as exc:

@@ -121,16 +121,9 @@ def load_policies(path: Path | str | None = None) -> list[GPUPolicy]:
     problems: list[PolicyProblem] = []
     files = manifest_files(root)
     for file in files:
-        raw = read_bytes(file)
-        stream = yamlpos.read_stream(raw)
-        if stream.problems:
-            problems.extend(PolicyProblem(str(file), p.document, p.line, "", p.message)
-                            for p in stream.problems)
-            continue
-        try:
-            loaded.extend((str(file), p) for p in parse_policies(stream.text, str(file)))
-        except PolicyLoadError as exc:
-            problems.extend(exc.problems)
+        found, trouble = read_policy_file(file)
+        loaded += found
+        problems += trouble
     if problems:
         raise PolicyLoadError(problems)
     if not loaded:
@@ -138,6 +131,20 @@ def load_policies(path: Path | str | None = None) -> list[GPUPolicy]:
         raise SourceError(f"{root}: {what} (refusing to run with no policies)")
     check_unique(loaded)
     return [p for _, p in loaded]
+
+
+def read_policy_file(file: Path) -> tuple[list[tuple[str, GPUPolicy]], list[PolicyProblem]]:
+    """The policies of one file and every problem in it: what the hardened reader refuses
+    (repeated keys, alias bombs...), then what the model refuses. Raises SourceError when
+    the file cannot be read at all."""
+    stream = yamlpos.read_stream(read_bytes(file))
+    if stream.problems:
+        return [], [PolicyProblem(str(file), p.document, p.line, "", p.message, p.column)
+                    for p in stream.problems]
+    try:
+        return [(str(file), p) for p in parse_policies(stream.text, str(file))], []
+    except PolicyLoadError as exc:
+        return [], list(exc.problems)
 
 
 def load_inventory(path: Path | str, catalog: Catalog) -> Inventory:

@@ -10,7 +10,7 @@ BAD = "tests/lint/fixtures/bad-policies"
 
 
 @pytest.mark.parametrize(("line", "expected"), [
-    (0, f"{BAD}/broken.yaml:4:1: document 1: invalid YAML: did not find expected ',' or '}}'"),
+    (0, f"{BAD}/broken.yaml:4:1: document 1: did not find expected ',' or '}}' (while parsing a flow mapping)"),
     (1, f"{BAD}/typos.yaml:8:20: document 1: spec.rules.maxGPUsPerPod: Input should be a valid "
         "integer, unable to parse string as an integer"),
     (2, f"{BAD}/typos.yaml:15:9: document 2: spec.mode: Input should be 'Enforce', 'Warn' or "
@@ -57,3 +57,15 @@ def test_injections_the_apiserver_refuses_are_all_reported_in_one_run() -> None:
         [f"{BAD}/apiserver.yaml:16:23", "document 1", "spec.inject.runtimeClassName"],
     ]
     assert run.out.splitlines()[-1] == "4 problems in 1 file"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("apiVersion: gpupolicy.io/v1alpha1\nkind: GPUPolicy\nkind: GPUPolicy\n", "duplicate key 'kind'"),
+    ("a: &a [*a]\n", "an alias refers to a node that contains it"),
+    ("spec: " + "[" * 300 + "]" * 300 + "\n", "nesting too deep"),
+])
+def test_policy_check_reads_through_the_hardened_reader(tmp_path, text: str, message: str) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    run = gpupolicy("policy", "check", str(path))
+    assert run.code == 1 and message in run.out and "Traceback" not in run.err
