@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
     options.add_format_options(parser, FORMATS, "table")
     options.add_file_option(parser, FORMATS)
+    parser.add_argument("--report-passes", action="store_true",
+                        help="policyreport/openreports: also a `pass` result for each object "
+                             "and governing policy it breaks nothing of")
     parser.add_argument("--page-size", type=int, default=500, metavar="N",
                         help="objects per list call (default: 500)")
     parser.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
@@ -59,7 +62,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                           else LiveSource.connect(args.kubeconfig, args.context, args.page_size))
         context = build_context(args, source, warn)
         progress = Progress(stderr, enabled=_progress_on(args.progress, stderr))
-        collector = audit(source, context, progress)
+        collector = audit(source, context, progress, passes=args.report_passes)
     except (ClusterError, sources.SourceError, PolicyLoadError) as exc:
         warn(str(exc))
         return 2
@@ -83,8 +86,9 @@ def build_context(args: argparse.Namespace, source: Source,
     return context
 
 
-def audit(source: Source, context: Context, progress: Progress) -> Collector:
-    collector = Collector({p.name: p for p in context.policies})
+def audit(source: Source, context: Context, progress: Progress, *,
+          passes: bool = False) -> Collector:
+    collector = Collector({p.name: p for p in context.policies}, passes=passes)
     checks = ClusterChecks(context)
     for kind, batch in source.workloads(progress, collector.unavailable):
         for obj in batch:

@@ -25,7 +25,7 @@ from webhook import report
 from webhook.findings import ENGINE_ERROR, MUTATION, Finding, rule_help
 from webhook.findings import mutation as mutation_words
 
-FORMATS = ("table", "json", "sarif", "policyreport")
+FORMATS = ("table", "json", "sarif", "policyreport", "openreports")
 EXAMPLES = 20
 
 
@@ -79,6 +79,7 @@ class Collector:
     severities: Counter[str] = field(default_factory=Counter)
     rules: set[str] = field(default_factory=set)
     worst: dict[str, str] = field(default_factory=dict)  # rule -> its worst severity
+    passes: bool = False  # record a `pass` result per object and governing policy
     refused_objects: int = 0
     mutated_objects: int = 0
     examples: list[dict[str, Any]] = field(default_factory=list)
@@ -90,6 +91,13 @@ class Collector:
     def add(self, ref: ObjectRef, decision: Decision) -> None:
         self.audited[ref.kind] += 1
         self.namespaces.add(ref.namespace)
+        if self.passes:  # a governing policy this object breaks nothing of
+            broken = {v.policy for v in decision.violations}
+            for name in decision.policies:
+                if name not in broken:
+                    self.write(ref, rule="all-rules", severity="info", policy=name, mode=None,
+                               path=None, action="pass",
+                               message=f"{ref.label} breaks no rule of policy {name}")
         if decision.violations or decision.ops:
             self._rows(ref, decision)
         elif decision.policies:
@@ -187,8 +195,10 @@ class Collector:
 # -- formats ----------------------------------------------------------------------------------
 
 def write(fmt: str, c: Collector, out: TextIO) -> None:
-    {"table": write_table, "json": write_json, "sarif": write_sarif,
-     "policyreport": write_policyreport}[fmt](c, out)
+    if fmt in REPORT_APIS:
+        write_policyreport(c, out, fmt)
+        return
+    {"table": write_table, "json": write_json, "sarif": write_sarif}[fmt](c, out)
 
 
 def write_json(c: Collector, out: TextIO) -> None:
@@ -213,8 +223,10 @@ def write_sarif(c: Collector, out: TextIO) -> None:
                        severities=c.worst, logical=True)
 
 
-_PR_SEVERITY = {"refuse": "high", "warn": "medium", "audit": "low", "error": "high"}
-_PR_RESULT = {"refuse": "fail", "warn": "warn", "audit": "warn", "error": "error"}
+_PR_SEVERITY = {"refuse": "high", "warn": "medium", "audit": "low", "error": "high",
+                "pass": "info"}
+_PR_RESULT = {"refuse": "fail", "warn": "warn", "audit": "warn", "error": "error",
+              "pass": "pass"}
 
 
 def _pr_result(record: dict[str, Any], now: int) -> dict[str, Any]:
@@ -240,29 +252,37 @@ def _pr_result(record: dict[str, Any], now: int) -> dict[str, Any]:
     return result
 
 
-def policy_reports(c: Collector) -> Iterator[dict[str, Any]]:
-    """A PolicyReport per namespace with findings (violations; mutations are not results)
-    and a ClusterPolicyReport for cluster-level facts, as wgpolicyk8s.io/v1alpha2 says."""
+# (apiVersion, namespaced kind, cluster kind) of the two report APIs Policy Reporter reads
+REPORT_APIS = {
+    "policyreport": ("wgpolicyk8s.io/v1alpha2", "PolicyReport", "ClusterPolicyReport"),
+    "openreports": ("openreports.io/v1alpha1", "Report", "ClusterReport"),
+}
+
+
+def policy_reports(c: Collector, fmt: str = "policyreport") -> Iterator[dict[str, Any]]:
+    """One report per audited namespace, findings or not, and one cluster report: applied
+    each day, a namespace that was cleaned up gets an empty report that replaces
+    yesterday's failures (violations are results; mutations are not)."""
+    api_version, kind, cluster_kind = REPORT_APIS[fmt]
     now = int(time.time())
-    for namespace in sorted(c.offsets):
+    for namespace in ["", *sorted((c.namespaces | set(c.offsets)) - {""})]:
         results = [_pr_result(r, now) for r in c.records(namespace) if r["action"] != "mutate"]
         counts = Counter(r["result"] for r in results)
         meta: dict[str, Any] = {"name": "gpupolicy-audit"}
         if namespace:
             meta["namespace"] = namespace
         meta["labels"] = {"app.kubernetes.io/managed-by": "gpupolicy"}
-        yield {
-            "apiVersion": "wgpolicyk8s.io/v1alpha2",
-            "kind": "PolicyReport" if namespace else "ClusterPolicyReport",
-            "metadata": meta,
-            "summary": {"pass": 0, "fail": counts["fail"], "warn": counts["warn"],
-                        "error": counts["error"], "skip": 0},
-            "results": results,
-        }
+        report: dict[str, Any] = {"apiVersion": api_version,
+                                  "kind": kind if namespace else cluster_kind, "metadata": meta}
+        if fmt == "openreports":
+            report["source"] = "gpupolicy"
+        report["summary"] = {k: counts[k] for k in ("pass", "fail", "warn", "error", "skip")}
+        report["results"] = results
+        yield report
 
 
-def write_policyreport(c: Collector, out: TextIO) -> None:
-    for i, doc in enumerate(policy_reports(c)):
+def write_policyreport(c: Collector, out: TextIO, fmt: str = "policyreport") -> None:
+    for i, doc in enumerate(policy_reports(c, fmt)):
         if i:
             out.write("---\n")
         out.write(yaml.safe_dump(doc, sort_keys=False, width=120))

@@ -258,22 +258,84 @@ def test_unreachable_cluster_is_a_clear_error(tmp_path):
     assert "cannot reach the API server" in err and "Traceback" not in err
 
 
-def test_policyreport_one_per_namespace(api_server, kubeconfig):
+# The two report APIs, as their API references define them (wgpolicyk8s.io/v1alpha2 and
+# openreports.io/v1alpha1 share the result shape; OpenReports adds `source` on the report).
+_RESULT = {
+    "type": "object", "additionalProperties": False, "required": ["policy", "result"],
+    "properties": {
+        "source": {"type": "string"}, "policy": {"type": "string"}, "rule": {"type": "string"},
+        "category": {"type": "string"}, "message": {"type": "string"},
+        "scored": {"type": "boolean"},
+        "result": {"enum": ["pass", "fail", "warn", "error", "skip"]},
+        "severity": {"enum": ["critical", "high", "low", "medium", "info"]},
+        "timestamp": {"type": "object", "required": ["seconds", "nanos"]},
+        "properties": {"type": "object", "additionalProperties": {"type": "string"}},
+        "resources": {"type": "array", "items": {"type": "object"}},
+    },
+}
+_SUMMARY = {"type": "object", "additionalProperties": False,
+            "properties": {k: {"type": "integer", "minimum": 0}
+                           for k in ("pass", "fail", "warn", "error", "skip")}}
+
+
+def _report_schema(api_version: str, kinds: list[str], source: bool) -> dict[str, Any]:
+    props: dict[str, Any] = {"apiVersion": {"const": api_version}, "kind": {"enum": kinds},
+                             "metadata": {"type": "object", "required": ["name"]},
+                             "summary": _SUMMARY, "results": {"type": "array", "items": _RESULT}}
+    if source:
+        props["source"] = {"type": "string"}
+    return {"type": "object", "additionalProperties": False, "properties": props,
+            "required": ["apiVersion", "kind", "metadata"]}
+
+
+REPORT_SCHEMAS = {
+    "policyreport": _report_schema("wgpolicyk8s.io/v1alpha2",
+                                   ["PolicyReport", "ClusterPolicyReport"], False),
+    "openreports": _report_schema("openreports.io/v1alpha1", ["Report", "ClusterReport"], True),
+}
+NAMESPACED = {"policyreport": "PolicyReport", "openreports": "Report"}
+CLUSTER = {"policyreport": "ClusterPolicyReport", "openreports": "ClusterReport"}
+
+
+def _reports(out: str, fmt: str) -> list[dict[str, Any]]:
+    docs = list(yaml.safe_load_all(out))
+    for doc in docs:
+        jsonschema.validate(doc, REPORT_SCHEMAS[fmt])
+        assert doc["summary"] == {k: sum(r["result"] == k for r in doc["results"])
+                                  for k in ("pass", "fail", "warn", "error", "skip")}
+    return docs
+
+
+@pytest.mark.parametrize("fmt", ["policyreport", "openreports"])
+def test_a_report_per_namespace_and_one_for_the_cluster(api_server, kubeconfig, fmt):
     refuse = {"rules": {"maxGPUsPerPod": 1}}
     _load(api_server, [namespace("team-a"), namespace("team-b"), *_nodes(),
                        _pod("two", node="a100-1", gpus=2), _pod("two", "team-b", gpus=2),
                        _pod("ok", "team-b", node="t4-1"), gpupolicy("max-one", **refuse)])
-    code, out, _ = gpupolicy_cli("audit", "--kubeconfig", kubeconfig, "-o", "policyreport")
+    code, out, _ = gpupolicy_cli("audit", "--kubeconfig", kubeconfig, "-o", fmt)
     assert code == 1
-    docs = list(yaml.safe_load_all(out))
+    docs = _reports(out, fmt)
     assert [(d["kind"], d["metadata"].get("namespace")) for d in docs] == [
-        ("PolicyReport", "team-a"), ("PolicyReport", "team-b")]
-    for doc in docs:
-        assert doc["apiVersion"] == "wgpolicyk8s.io/v1alpha2"
-        assert doc["summary"]["fail"] == sum(r["result"] == "fail" for r in doc["results"])
-        for result in doc["results"]:
-            assert result["result"] in ("pass", "fail", "warn", "error", "skip")
-            assert result["resources"][0]["kind"] == "Pod"
+        (CLUSTER[fmt], None), (NAMESPACED[fmt], "team-a"), (NAMESPACED[fmt], "team-b")]
+    for doc in docs[1:]:
+        assert doc["summary"]["fail"] == 1
+        assert {r["resources"][0]["kind"] for r in doc["results"]} == {"Pod"}
+
+
+@pytest.mark.parametrize("fmt", ["policyreport", "openreports"])
+def test_a_clean_audit_writes_empty_reports_that_clear_old_ones(api_server, kubeconfig, fmt):
+    _load(api_server, [namespace("team-a"), *_nodes(), _pod("ok", node="t4-1", gpus=1),
+                       gpupolicy("max-one", rules={"maxGPUsPerPod": 1})])
+    code, out, _ = gpupolicy_cli("audit", "--kubeconfig", kubeconfig, "-o", fmt)
+    assert code == 0
+    docs = _reports(out, fmt)
+    assert [(d["kind"], d["metadata"].get("namespace"), d["results"]) for d in docs] == [
+        (CLUSTER[fmt], None, []), (NAMESPACED[fmt], "team-a", [])]
+    code, out, _ = gpupolicy_cli("audit", "--kubeconfig", kubeconfig, "-o", fmt,
+                                 "--report-passes")
+    docs = _reports(out, fmt)
+    assert code == 0 and docs[1]["summary"]["pass"] >= 1
+    assert {(r["policy"], r["result"]) for r in docs[1]["results"]} >= {("max-one", "pass")}
 
 
 @pytest.mark.parametrize("fmt", ["table", "json", "sarif", "policyreport"])
