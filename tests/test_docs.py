@@ -9,13 +9,16 @@ import pytest
 
 from policies.loading import parse_policies
 from policies.rules import OTHER_RULE_IDS, RULES
+from webhook.report import help_uri
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("rule", [*RULES, "node-selector-conflict"])
 def test_rule_in_readme_table(rule: str) -> None:
-    assert re.search(rf"^\| `{re.escape(rule)}` \|", README, re.MULTILINE), rule
+    """Each rule has a row, with the anchor its SARIF helpUri points at."""
+    anchor = help_uri(rule).rsplit("#", 1)[1]
+    assert re.search(rf'^\| <a id="{anchor}"></a>`{re.escape(rule)}` \|', README, re.MULTILINE)
 
 
 def test_other_rule_ids_are_known() -> None:

@@ -174,12 +174,16 @@ def write_sarif(
         "rules": [_sarif_rule(rule, rule_help.get(rule, ""), worst.get(rule, "warning"))
                   for rule in rule_ids],
     }}
+    root = repository_root()
+    bases = {"%SRCROOT%": {"uri": root.as_uri() + "/",
+                           "description": {"text": "The repository the files belong to."}}}
     out.write(f'{{\n  "$schema": "{SARIF_SCHEMA}",\n  "version": "2.1.0",\n  "runs": [\n'
               f'    {{\n      "tool": {_nested(tool, 6)},\n'
+              f'      "originalUriBaseIds": {_nested(bases, 6)},\n'
               '      "columnKind": "unicodeCodePoints",\n      "results": [')
     sep = "\n"
     for f in findings:
-        result = _sarif_result(f, index[f.rule])
+        result = _sarif_result(f, index[f.rule], root)
         if logical and "locations" not in result:
             result["locations"] = [{"logicalLocations": [{
                 "fullyQualifiedName": f.object or "cluster", "kind": "resource"}]}]
@@ -204,6 +208,7 @@ def _sarif_rule(rule: str, help_text: str, severity: str) -> dict[str, Any]:
     return {
         "id": rule,
         "name": "".join(part.capitalize() for part in rule.split("-")),
+        "helpUri": help_uri(rule),
         "shortDescription": {"text": short[:1].upper() + short[1:]},
         "fullDescription": {"text": first[:1].upper() + first[1:]},
         "help": {"text": text, "markdown": markdown},
@@ -212,7 +217,7 @@ def _sarif_rule(rule: str, help_text: str, severity: str) -> dict[str, Any]:
     }
 
 
-def _sarif_result(f: ReportFinding, rule_index: int) -> dict[str, Any]:
+def _sarif_result(f: ReportFinding, rule_index: int, root: Path) -> dict[str, Any]:
     result: dict[str, Any] = {
         "ruleId": f.rule,
         "ruleIndex": rule_index,
@@ -224,7 +229,7 @@ def _sarif_result(f: ReportFinding, rule_index: int) -> dict[str, Any]:
         if f.column:
             region["startColumn"] = f.column
         result["locations"] = [{"physicalLocation": {
-            "artifactLocation": _artifact(f.file), "region": region,
+            "artifactLocation": _artifact(f.file, root), "region": region,
         }}]
     # Stable across edits that only move lines, so code scanning keeps an alert's history.
     identity = "\0".join((f.rule, f.file or "", f.object or "", f.path or "", f.policy or ""))
@@ -238,14 +243,36 @@ def _sarif_result(f: ReportFinding, rule_index: int) -> dict[str, Any]:
     return result
 
 
-def _artifact(file: str) -> dict[str, str]:
-    path = Path(file)
-    if path.is_absolute():
-        try:
-            path = path.relative_to(Path.cwd())
-        except ValueError:
-            return {"uri": path.as_uri()}
-    return {"uri": quote(path.as_posix()), "uriBaseId": "%SRCROOT%"}
+def repository_root(start: Path | None = None) -> Path:
+    """The checkout the files belong to (the nearest folder with `.git`), else the working
+    directory: code scanning resolves SARIF paths against the repository root."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder
+    return here
+
+
+def _artifact(file: str, root: Path) -> dict[str, str]:
+    path = (Path.cwd() / file).resolve() if not Path(file).is_absolute() else Path(file)
+    try:
+        return {"uri": quote(path.relative_to(root).as_posix()), "uriBaseId": "%SRCROOT%"}
+    except ValueError:  # outside the repository: an absolute URI
+        return {"uri": path.as_uri()}
+
+
+README_URI = f"{TOOL_URI}/blob/main/README.md"
+# Rules documented in a README section rather than the rule table.
+_SECTIONS = {"yaml-": "linting-manifests", "mutation": "linting-manifests",
+             "engine-error": "linting-manifests", "gpu-pod-pending": "why-is-my-gpu-pod-pending"}
+
+
+def help_uri(rule: str) -> str:
+    """Where a rule is documented: its row of the README's rule table (each has an anchor)."""
+    for prefix, section in _SECTIONS.items():
+        if rule.startswith(prefix):
+            return f"{README_URI}#{section}"
+    return f"{README_URI}#rule-{rule}"
 
 
 # -- junit ------------------------------------------------------------------------------------

@@ -9,11 +9,12 @@ import shutil
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from urllib.parse import unquote
 
 import jsonschema
 import pytest
 
-from tests.lint.helpers import GOLDEN, HERE, MANIFESTS, POLICIES, gpupolicy, gpupolicy_process
+from tests.lint.helpers import GOLDEN, HERE, MANIFESTS, POLICIES, ROOT, gpupolicy, gpupolicy_process
 from webhook.report import FORMATS, ReportFinding, render
 
 # file, line, column, rule, severity, policy: what the fixture manifests must give.
@@ -60,10 +61,12 @@ def test_golden(fmt: str) -> None:
                     cwd=MANIFESTS)
     assert run.code == 1
     golden = GOLDEN / f"report.{fmt}"
+    # the checkout's own place on disk is the one thing that differs between machines
+    out = run.out.replace(ROOT.as_uri(), "file:///REPOSITORY")
     if os.environ.get("GPUPOLICY_UPDATE_GOLDEN"):
         golden.parent.mkdir(exist_ok=True)
-        golden.write_text(run.out)
-    assert run.out == golden.read_text()
+        golden.write_text(out)
+    assert out == golden.read_text()
 
 
 def _sarif_validator() -> jsonschema.protocols.Validator:
@@ -85,9 +88,18 @@ def test_sarif_validates_against_the_2_1_0_schema(extra: tuple[str, ...]) -> Non
     for result in results:  # what GitHub code scanning needs of every result
         assert driver["rules"][result["ruleIndex"]]["id"] == result["ruleId"]
         location = result["locations"][0]["physicalLocation"]
-        assert not location["artifactLocation"]["uri"].startswith("/")
+        artifact = location["artifactLocation"]
+        # relative to the repository root that originalUriBaseIds names, whatever the cwd
+        assert artifact["uriBaseId"] == "%SRCROOT%"
+        assert (ROOT / unquote(artifact["uri"])).is_file()
         assert location["region"]["startLine"] >= 1
         assert result["partialFingerprints"]
+    assert log["runs"][0]["originalUriBaseIds"]["%SRCROOT%"]["uri"] == ROOT.as_uri() + "/"
+    readme = (ROOT / "README.md").read_text()
+    for rule in rules.values():  # each rule links to where the README documents it
+        anchor = rule["helpUri"].split("#", 1)[1]
+        assert f'<a id="{anchor}">' in readme or f"## {anchor.replace('-', ' ')}" in (
+            readme.lower().replace("?", "")), rule["helpUri"]
     assert "maxGPUsPerContainer" in rules["gpu-max-per-container"]["help"]["text"]
     assert rules["yaml-duplicate-key"]["help"]["text"]
 
