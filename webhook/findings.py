@@ -46,6 +46,7 @@ class Finding:
     path: str | None = None  # display field path, `spec.containers[0].resources`
     object: str | None = None  # `Deployment ml/train`
     document: int | None = None  # 1-based index in its file's stream
+    rendered: str | None = None  # `file:line:column` in Helm output, when `file` is its template
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from policies.decision import PatchOp
 from policies.paths import FieldPath, to_pointer
-from webhook import findings, options, report, yamlpos
+from webhook import findings, helm, options, report, yamlpos
 from webhook.findings import ENGINE_ERROR, MUTATION
 from webhook.findings import Finding as ReportFinding
 from webhook.sources import manifest_files
@@ -107,8 +107,12 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     result = Result()
     for name, raw in loaded:
         # one document at a time: a stream of 100k documents is linted in constant memory
+        start = len(result.findings)
         lint_stream(name, yamlpos.iter_stream(raw), context, result, namespace=args.namespace,
                     show_mutations=args.show_mutations and not args.fix)
+        rendered = helm.Sources(raw)
+        if rendered:  # Helm output: point at the chart's template files
+            result.findings[start:] = helm.place_all(result.findings[start:], rendered)
     if args.verbose:
         for note in result.notes:
             stderr.write(f"{note}\n")

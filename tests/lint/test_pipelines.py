@@ -34,13 +34,34 @@ def test_helm_template_output() -> None:
     code, findings = _lint_stdin(rendered, "--namespace", "ml-train",
                                  "--stdin-filename", "rendered.yaml")
     lines = rendered.decode().splitlines()
-    errors = [(f["rule"], lines[int(f["line"]) - 1].strip())  # type: ignore[call-overload]
+    errors = [(f["rule"], lines[int(str(f["rendered"]).split(":")[1]) - 1].strip())
               for f in findings if f["severity"] == "error"]
     assert code == 1
     assert errors == [("gpu-max-per-container", "nvidia.com/gpu: 3"),
                       ("visible-devices-bypass", "value: all")]
-    assert {f["file"] for f in findings} == {"rendered.yaml"}
+    # findings point at the chart's template, which is in the repository
+    assert {f["file"] for f in findings} == {"tests/lint/fixtures/chart/templates/job.yaml"}
+    assert {str(f["rendered"]).split(":")[0] for f in findings} == {"rendered.yaml"}
     assert {f["object"] for f in findings} == {"Job ml-train/rel-train"}
+    template = (FIXTURES / "chart" / "templates" / "job.yaml").read_text().splitlines()
+    first = next(f for f in findings if f["rule"] == "gpu-max-per-container")
+    assert template[int(str(first["line"])) - 1].strip() == "nvidia.com/gpu: {{ .Values.gpus }}"
+
+
+@pytest.mark.parametrize(("fmt", "expect"), [
+    ("text", "tests/lint/fixtures/chart/templates/job.yaml"),
+    ("json", '"file": "tests/lint/fixtures/chart/templates/job.yaml"'),
+    ("sarif", '"uri": "tests/lint/fixtures/chart/templates/job.yaml"'),
+    ("github", "::error file=tests/lint/fixtures/chart/templates/job.yaml,line=16,"),
+    ("junit", '<testsuite name="tests/lint/fixtures/chart/templates/job.yaml"'),
+])
+def test_helm_findings_name_the_template_in_every_format(fmt: str, expect: str) -> None:
+    rendered = _render(tool("helm"), "template", "rel", str(FIXTURES / "chart"),
+                       "--namespace", "ml-train")
+    run = gpupolicy_process("lint", "--policies", str(POLICIES), "--namespace", "ml-train",
+                            "-o", fmt, "-", stdin=rendered, cwd=ROOT)
+    assert run.code == 1, run.err
+    assert expect in run.out
 
 
 def test_helm_values_change_the_verdict() -> None:
