@@ -60,8 +60,81 @@ MALFORMED: list[tuple[str, bytes, int, str]] = [
     ("namespace-not-string", _with(namespace=5), 400, "request.namespace"),
     ("subresource-not-string", _with(subResource=["exec"]), 400, "request.subResource"),
     ("dryrun-not-bool", _with(dryRun="yes"), 400, "request.dryRun"),
+    ("operation-is-list", _with(operation=["CREATE"]), 400, "request.operation"),
+    ("operation-is-dict", _with(operation={"op": "CREATE"}), 400, "request.operation"),
+    ("uid-is-dict", _with(uid={"a": 1}), 400, "request.uid"),
+    ("userinfo-groups-not-strings", _with(userInfo={"username": "u", "groups": [1]}), 400,
+     "request.userInfo.groups[0]"),
     ("oversized", b'{"pad": "' + b"x" * MAX + b'"}', 400, "larger than"),
 ]
+
+# Every field the webhook reads or echoes, given a value of the wrong type: (field, value,
+# the field path the error names). Checked in-process (fast), both webhooks.
+WRONG_TYPES: list[tuple[str, Any, str]] = [
+    ("operation", ["CREATE"], "request.operation"),
+    ("operation", {"CREATE": True}, "request.operation"),
+    ("operation", 1, "request.operation"),
+    ("operation", "create", "request.operation"),
+    ("uid", ["u"], "request.uid"),
+    ("uid", True, "request.uid"),
+    ("kind", ["Pod"], "request.kind"),
+    ("kind", {"kind": 5}, "request.kind"),
+    ("kind", {"kind": "Pod", "group": 1}, "request.kind.group"),
+    ("kind", {"kind": "Pod", "version": []}, "request.kind.version"),
+    ("requestKind", "Pod", "request.requestKind"),
+    ("requestKind", {"kind": ["Pod"]}, "request.requestKind.kind"),
+    ("resource", "pods", "request.resource"),
+    ("resource", {"resource": {"x": 1}}, "request.resource.resource"),
+    ("requestResource", [1], "request.requestResource"),
+    ("requestResource", {"group": 0}, "request.requestResource.group"),
+    ("namespace", {"name": "x"}, "request.namespace"),
+    ("namespace", ["a"], "request.namespace"),
+    ("name", 5, "request.name"),
+    ("name", {"n": 1}, "request.name"),
+    ("subResource", 1, "request.subResource"),
+    ("requestSubResource", ["status"], "request.requestSubResource"),
+    ("object", "pod", "request.object"),
+    ("object", 5, "request.object"),
+    ("oldObject", [POD], "request.oldObject"),
+    ("oldObject", "old", "request.oldObject"),
+    ("dryRun", "false", "request.dryRun"),
+    ("dryRun", 0, "request.dryRun"),
+    ("options", "CreateOptions", "request.options"),
+    ("options", [1], "request.options"),
+    ("userInfo", "admin", "request.userInfo"),
+    ("userInfo", {"username": 5}, "request.userInfo.username"),
+    ("userInfo", {"uid": []}, "request.userInfo.uid"),
+    ("userInfo", {"groups": "system:masters"}, "request.userInfo.groups"),
+    ("userInfo", {"groups": ["a", None]}, "request.userInfo.groups[1]"),
+    ("userInfo", {"extra": []}, "request.userInfo.extra"),
+    ("userInfo", {"extra": {"k": "v"}}, 'request.userInfo.extra["k"]'),
+    ("userInfo", {"extra": {"k": ["v", 2]}}, 'request.userInfo.extra["k"][1]'),
+]
+
+
+@pytest.mark.parametrize("webhook", ["mutate", "validate"])
+@pytest.mark.parametrize(("field", "bad", "path"), WRONG_TYPES,
+                         ids=[f"{f}={json.dumps(v)}" for f, v, _ in WRONG_TYPES])
+def test_wrong_type_names_the_field(webhook: str, field: str, bad: Any, path: str) -> None:
+    state = State(sources.load_catalog())
+    state.update(policies=[])
+    reply = create_app(state).test_client().post(f"/{webhook}", data=_with(**{field: bad}))
+    _check_error(reply.status_code, reply.content_type, reply.data, 400, path + ":")
+
+
+# Fields the apiserver always sends but the webhook does not need may be missing or null.
+@pytest.mark.parametrize("webhook", ["mutate", "validate"])
+@pytest.mark.parametrize(("field", "value"), [
+    ("resource", _DROP), ("requestKind", _DROP), ("requestResource", _DROP),
+    ("userInfo", _DROP), ("options", _DROP), ("options", None), ("oldObject", _DROP),
+    ("dryRun", _DROP), ("dryRun", None), ("userInfo", {"extra": {"k": None}}),
+])
+def test_absent_optional_fields_are_fine(webhook: str, field: str, value: Any) -> None:
+    state = State(sources.load_catalog())
+    state.update(policies=[])
+    reply = create_app(state).test_client().post(f"/{webhook}", data=_with(**{field: value}))
+    assert reply.status_code == 200, reply.data
+    assert reply.get_json()["response"] == {"uid": "good", "allowed": True}
 
 
 def _check_error(status: int, content_type: str, body: bytes, want_status: int, words: str) -> None:
