@@ -124,8 +124,8 @@ WARNINGS: list[tuple[str, list[str], list[str]]] = [
     ("control-chars", ["a\x00b\x1bc"], ["a b c"]),
     ("long-cut", ["w" * 500], ["w" * 119 + "…"]),
     ("duplicates", ["same", "same", "other"], ["same", "other"]),
-    ("over-budget", ["%04d" % i + "x" * 96 for i in range(100)],
-     ["%04d" % i + "x" * 96 for i in range(40)] + ["… and 60 more warnings not shown"]),
+    ("over-budget", [f"{i:04d}" + "x" * 96 for i in range(100)],
+     [f"{i:04d}" + "x" * 96 for i in range(40)] + ["… and 60 more warnings not shown"]),
 ]
 
 
