@@ -225,12 +225,16 @@ class Metrics:
 
     def _mmap_value(self, key: _Key, mode: str) -> Any:
         if self._value_class is None:
-            # prometheus_client picks its value class from the environment when first
-            # imported; ask for the multiprocess one explicitly instead.
-            from prometheus_client.values import MultiProcessValue
+            from prometheus_client import values
 
-            os.environ.setdefault(MULTIPROC_ENV, str(self.dir))
-            self._value_class = MultiProcessValue()  # type: ignore[no-untyped-call]
+            # One writer per process and file: a second MultiProcessValue class would keep
+            # its own offsets in the same counter_<pid>.db and overwrite the other's entries.
+            # So use prometheus_client's own when it is already the multiprocess one, else
+            # make it so (its documented hook), for every metric made from now on too.
+            if not getattr(values.ValueClass, "_multiprocess", False):
+                os.environ.setdefault(MULTIPROC_ENV, str(self.dir))
+                values.ValueClass = values.MultiProcessValue()  # type: ignore[no-untyped-call]
+            self._value_class = values.ValueClass
         name, sample, labelnames, labels = key
         kind = self.families[name].kind
         return self._value_class(kind, name, sample, list(labelnames), list(labels),

@@ -69,9 +69,20 @@ def test_other_modules_register_families() -> None:
 
 
 WORKER = """
-import sys
+import os, sys
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = sys.argv[1]
+import prometheus_client
 from webhook import metrics
+# A module's own prometheus_client metrics, beside ours in the same per-process files; new
+# keys appended by either side in turn must not overwrite the other's.
+relists = prometheus_client.Counter("gpupolicy_cluster_relists", "Relists.", ["resource"])
+relists.labels("nodes").inc(2)
 m = metrics.Metrics(sys.argv[1])
+m.requests.inc("validate", "DELETE", "allowed")
+m.flush()
+relists.labels("pods").inc(3)
+m.engine_errors.inc("mutate")
+m.flush()
 m.gauge("gpupolicy_policies_loaded", "Policies.", read=lambda: {(): 3.0}, mode="livemostrecent")
 for _ in range(int(sys.argv[2])):
     m.requests.inc("mutate", "CREATE", "patched")
@@ -82,9 +93,9 @@ m.start()  # flushes now and at exit
 
 def test_processes_sum_through_the_multiprocess_files(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """What gunicorn's workers do: each writes its own totals; the exposition adds them up."""
+    """What gunicorn's workers do: each writes its own totals; the exposition adds them up,
+    with what other modules count through prometheus_client itself (one writer per file)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop(metrics.MULTIPROC_ENV, None)  # given as an argument, not through the environment
     for count in (5, 7):
         subprocess.run([sys.executable, "-c", WORKER, str(tmp_path), str(count)], env=env,
                        check=True, timeout=60)
@@ -97,6 +108,9 @@ def test_processes_sum_through_the_multiprocess_files(tmp_path: Path,
     assert found[("gpupolicy_admission_request_duration_seconds_bucket",
                   mutate | {("le", "0.001")})] == 0
     assert found[("gpupolicy_policies_loaded", frozenset())] == 3
+    assert found[("gpupolicy_cluster_relists_total", frozenset({("resource", "nodes")}))] == 4
+    assert found[("gpupolicy_cluster_relists_total", frozenset({("resource", "pods")}))] == 6
+    assert found[("gpupolicy_engine_errors_total", mutate)] == 2
 
 
 def test_flush_writes_only_changes(tmp_path: Path) -> None:
