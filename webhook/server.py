@@ -15,6 +15,10 @@ from webhook import admission, logs, metrics
 from webhook.state import State
 
 DEFAULT_MAX_BODY = 8 * 1024 * 1024  # well above the apiserver's 3 MiB request cap
+# The apiserver drops a trailing slash; a hand-made `/mutate/` works too and never redirects.
+_ROUTES = {"/mutate": "mutate", "/mutate/": "mutate",
+           "/validate": "validate", "/validate/": "validate"}
+_STATUS = {200: "200 OK", 400: "400 BAD REQUEST", 500: "500 INTERNAL SERVER ERROR"}
 
 
 def create_app(state: State, *, max_body: int = DEFAULT_MAX_BODY,
@@ -31,16 +35,23 @@ def create_app(state: State, *, max_body: int = DEFAULT_MAX_BODY,
     requests, latency = meters.requests, meters.latency
     violations, engine_errors = meters.violations, meters.engine_errors
 
-    def bad(webhook: str, message: str) -> Response:
+    def bad(webhook: str, message: str) -> tuple[int, bytes]:
         requests.inc(webhook, "", "bad_request")
         logs.event(log, "bad request", level=30, webhook=webhook, error=message)
-        return _json({"error": message}, 400)
+        return 400, admission.encode({"error": message})
 
     def admit(webhook: str) -> Response:
-        started = time.perf_counter()
+        """The Flask route: bodies without a Content-Length (chunked) or over the limit."""
         body = _read_body(max_body)
         if body is None:
-            return bad(webhook, f"body larger than {max_body} bytes")
+            status, data = bad(webhook, f"body larger than {max_body} bytes")
+        else:
+            status, data = answer(webhook, body)
+        return Response(data, status, content_type="application/json")
+
+    def answer(webhook: str, body: bytes) -> tuple[int, bytes]:
+        """HTTP status and body for one AdmissionReview: 200 and the answer, or 400."""
+        started = time.perf_counter()
         try:
             req = admission.read_review(body)
         except admission.BadReview as exc:
@@ -77,7 +88,30 @@ def create_app(state: State, *, max_body: int = DEFAULT_MAX_BODY,
             subresource=subresource, dry_run=dry_run, decision=outcome, rules=rules,
             latency_ms=round(elapsed * 1000, 3),
         )
-        return Response(data, 200, content_type="application/json")
+        return 200, data
+
+    flask_wsgi = app.wsgi_app
+
+    def wsgi(environ: dict[str, Any], start_response: Any) -> Any:
+        """What the apiserver sends (POST /mutate or /validate with a Content-Length within
+        the limit) skips Flask's request cycle: about 55 of the 120 µs an admission costs
+        in-process here, more than the engine's own time. Everything else (chunked bodies,
+        other routes and methods, 404/405) goes through Flask as before."""
+        webhook = _ROUTES.get(environ.get("PATH_INFO", ""))
+        length = environ.get("CONTENT_LENGTH") or ""
+        if (webhook is None or environ.get("REQUEST_METHOD") != "POST"
+                or not (length.isascii() and length.isdigit()) or int(length) > max_body):
+            return flask_wsgi(environ, start_response)
+        try:
+            status, data = answer(webhook, bytes(environ["wsgi.input"].read(int(length))))
+        except Exception:
+            log.exception("unexpected error", extra={"fields": {"path": environ["PATH_INFO"]}})
+            status, data = 500, admission.encode({"error": "internal error; see the webhook logs"})
+        start_response(_STATUS[status], [("Content-Type", "application/json"),
+                                         ("Content-Length", str(len(data)))])
+        return [data]
+
+    app.wsgi_app = wsgi  # type: ignore[method-assign]
 
     # The apiserver drops a trailing slash; a hand-made `/mutate/` works too and never redirects.
     @app.post("/mutate")
