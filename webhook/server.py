@@ -1,4 +1,5 @@
-"""The Flask app: routes only. Every admission decision is the engine's (policies.engine.review);
+"""The Flask app: routes only, with a short WSGI path in front of it for the apiserver's own
+requests (see `wsgi` below). Every admission decision is the engine's (policies.engine.review);
 admission.py reads the request and shapes the Decision into the AdmissionReview answer."""
 
 from __future__ import annotations
