@@ -1,7 +1,8 @@
 """Webhook throughput: `wrk` against `gpupolicy serve` (2 gthread workers, loopback TLS,
 keep-alive), GPU-pod AdmissionReviews on /mutate and /validate, 4 connections, 10 s each,
-against a do-nothing Flask endpoint served by the very same gunicorn settings (`--app noop`),
-in the same run. Then the workers' resident memory before and after 100,000 more requests.
+against a do-nothing Flask endpoint served by the very same gunicorn settings
+(bench/noop_app.py), in the same run. Then the workers' resident memory before and after
+100,000 more requests.
 
 Targets (issue 3): >= 0.8 of the no-op throughput, p99 <= 10 ms, zero errors, worker RSS
 growth < 10 %. main() returns 1 when a target is missed, 0 (with a message) without wrk.
@@ -26,7 +27,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 GPUPOLICY = [sys.executable, "-c",
-             "import sys; from webhook.cli import main; sys.argv[0] = 'gpupolicy'; main()"]
+             "import sys; from webhook.cli import main; sys.argv[0] = 'gpupolicy'; main()", "serve"]
+NOOP = [sys.executable, "-m", "bench.noop_app"]  # the same `serve`, a do-nothing app
 DURATION = 10
 CONNECTIONS = 4
 RSS_REQUESTS = 100_000
@@ -101,8 +103,8 @@ def start(app: str, work: Path) -> tuple[subprocess.Popen[bytes], int]:
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     log = (work / f"{app}.log").open("wb")
     proc = subprocess.Popen(
-        [*GPUPOLICY, "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "2",
-         "--certs-dir", str(work / "certs"), "--app", app],
+        [*(NOOP if app == "noop" else GPUPOLICY), "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "2", "--certs-dir", str(work / "certs")],
         cwd=work, stdout=log, stderr=log, env=env,
     )
     insecure = ssl.create_default_context()

@@ -56,9 +56,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds between checks of the policy/namespace/inventory files")
     parser.add_argument("--log-level", default="info",
                         choices=["debug", "info", "warning", "error"])
-    # The bench serves a do-nothing app with the very same gunicorn settings, for comparison.
-    parser.add_argument("--app", default="webhook", choices=["webhook", "noop"],
-                        help=argparse.SUPPRESS)
 
 
 class TLSFiles:
@@ -130,15 +127,14 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     except (OSError, ssl.SSLError, ValueError) as exc:
         stderr.write(f"gpupolicy serve: TLS certificate/key unusable: {exc}\n")
         return 2
-    if args.app == "webhook":
-        # Check the inputs once before forking; the workers load (and count) for themselves.
-        from webhook import cluster_sources  # after _multiproc_dir: it makes metrics
+    # Check the inputs once before forking; the workers load (and count) for themselves.
+    from webhook import cluster_sources  # after _multiproc_dir: it makes metrics
 
-        problems = _build(args, record=False)[1].load_all() + cluster_sources.check(args)
-        if problems:
-            for line in problems:
-                stderr.write(f"gpupolicy serve: {line}\n")
-            return 2
+    problems = _build(args, record=False)[1].load_all() + cluster_sources.check(args)
+    if problems:
+        for line in problems:
+            stderr.write(f"gpupolicy serve: {line}\n")
+        return 2
     stdout.write(f"gpupolicy: serving https://{args.host}:{args.port} "
                  f"(/mutate, /validate, /healthz, /readyz, /metrics)\n")
     stdout.flush()
@@ -202,32 +198,8 @@ def _build(args: argparse.Namespace, record: bool = True) -> tuple[Any, Any]:
     return state, files
 
 
-def _noop_app() -> Any:
-    import json
-
-    from flask import Flask, Response, request
-
-    app = Flask("noop")
-
-    @app.post("/mutate")
-    @app.post("/validate")
-    def answer() -> Response:
-        uid = json.loads(request.get_data())["request"]["uid"]
-        body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                "response": {"uid": uid, "allowed": True}}
-        return Response(json.dumps(body), 200, content_type="application/json")
-
-    @app.get("/healthz")
-    def healthz() -> Response:
-        return Response("{}", 200, content_type="application/json")
-
-    return app
-
-
 def _load_app(args: argparse.Namespace) -> Any:
     """Runs in each worker (no preload): its own State and file watcher thread."""
-    if args.app == "noop":
-        return _noop_app()
     from webhook.server import create_app
 
     state, files = _build(args)

@@ -10,6 +10,7 @@ no lock.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 from policies.catalog import Catalog
 from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
 from policies.loading import PolicyLoadError
-from webhook import logs, metrics, sources
+from webhook import logs, sources
 
 
 class State:
@@ -39,6 +40,8 @@ class State:
         self.expected = frozenset(expect)  # sources that must load once before /readyz is 200
         self.loaded: set[str] = set()
         self.errors: dict[str, str] = {}
+        # (source, "success" | "failure") -> loads; read by the metrics (webhook/server.py)
+        self.reloads: Counter[tuple[str, str]] = Counter()
         self.context = Context(
             policies=(), catalog=catalog, excluded_namespaces=excluded_namespaces
         )
@@ -166,8 +169,7 @@ class FileSources:
                 self.state.fail(w.name, message)
                 if not self.record:
                     continue
-                metrics.RELOADS.labels(w.name, "failure").inc()
-                metrics.SOURCE_ERROR.labels(w.name).set(1)
+                self.state.reloads[(w.name, "failure")] += 1
                 logs.event(self.log, "source load failed; keeping the last good version",
                            level=40, source=w.name, error=message)
                 continue
@@ -176,9 +178,7 @@ class FileSources:
             changed = True
             if not self.record:
                 continue
-            metrics.RELOADS.labels(w.name, "success").inc()
-            metrics.SOURCE_ERROR.labels(w.name).set(0)
-            metrics.POLICIES_LOADED.set(len(context.policies))
+            self.state.reloads[(w.name, "success")] += 1
             logs.event(self.log, "source loaded", source=w.name,
                        policies=[p.name for p in context.policies])
         return changed

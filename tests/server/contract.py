@@ -109,11 +109,13 @@ def builtin_problems(obj: Any) -> list[str]:
         return found
     for path, spec in pod_specs(obj):
         for key in ("initContainers", "containers"):
-            for index, container in enumerate(spec.get(key) or []):
+            containers = spec.get(key)
+            # Malformed parts (fuzzed input) are the engine's violations, not the apiserver's.
+            for index, container in enumerate(containers if isinstance(containers, list) else []):
                 where = ".".join(map(str, (*path, key, index)))
-                resources = container.get("resources") or {}
-                limits = dict(resources.get("limits") or {})
-                requests = dict(resources.get("requests") or {})
+                resources = _dict(container.get("resources")) if isinstance(container, dict) else {}
+                limits = _dict(resources.get("limits"))
+                requests = _dict(resources.get("requests"))
                 if obj.get("kind") == "Pod":
                     requests = {**limits, **requests}
                 for name in sorted({*limits, *requests}):
@@ -124,7 +126,7 @@ def builtin_problems(obj: Any) -> list[str]:
                         if name in table:
                             try:
                                 values[side] = parse_quantity(table[name])
-                            except ValueError:
+                            except (ValueError, TypeError):
                                 found.append(f"{where}.{side}[{name}] not a quantity")
                                 continue
                             if values[side] < 0 or values[side] != int(values[side]):
@@ -134,6 +136,10 @@ def builtin_problems(obj: Any) -> list[str]:
                     if len(values) == 2 and values["limits"] != values["requests"]:
                         found.append(f"{where}.requests[{name}] must equal the limit")
     return found
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, dict) else {}
 
 
 def apply(request: dict[str, Any], response: dict[str, Any]) -> Any:

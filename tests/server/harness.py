@@ -98,7 +98,8 @@ class Server:
 
     def logs(self) -> list[dict[str, Any]]:
         out = []
-        for line in self.log.read_text(encoding="utf-8", errors="replace").splitlines():
+        # JSON lines end at "\n" only: U+2028 or NEL inside a value is not a line break.
+        for line in self.log.read_text(encoding="utf-8", errors="replace").split("\n"):
             if line.startswith("{"):
                 out.append(json.loads(line))
         return out

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from typing import Any
 
 import pytest
+from werkzeug.test import EnvironBuilder
 
 from tests.server.harness import Server, envelope, make_request
 from webhook import logs, sources
@@ -60,8 +62,81 @@ MALFORMED: list[tuple[str, bytes, int, str]] = [
     ("namespace-not-string", _with(namespace=5), 400, "request.namespace"),
     ("subresource-not-string", _with(subResource=["exec"]), 400, "request.subResource"),
     ("dryrun-not-bool", _with(dryRun="yes"), 400, "request.dryRun"),
+    ("operation-is-list", _with(operation=["CREATE"]), 400, "request.operation"),
+    ("operation-is-dict", _with(operation={"op": "CREATE"}), 400, "request.operation"),
+    ("uid-is-dict", _with(uid={"a": 1}), 400, "request.uid"),
+    ("userinfo-groups-not-strings", _with(userInfo={"username": "u", "groups": [1]}), 400,
+     "request.userInfo.groups[0]"),
     ("oversized", b'{"pad": "' + b"x" * MAX + b'"}', 400, "larger than"),
 ]
+
+# Every field the webhook reads or echoes, given a value of the wrong type: (field, value,
+# the field path the error names). Checked in-process (fast), both webhooks.
+WRONG_TYPES: list[tuple[str, Any, str]] = [
+    ("operation", ["CREATE"], "request.operation"),
+    ("operation", {"CREATE": True}, "request.operation"),
+    ("operation", 1, "request.operation"),
+    ("operation", "create", "request.operation"),
+    ("uid", ["u"], "request.uid"),
+    ("uid", True, "request.uid"),
+    ("kind", ["Pod"], "request.kind"),
+    ("kind", {"kind": 5}, "request.kind"),
+    ("kind", {"kind": "Pod", "group": 1}, "request.kind.group"),
+    ("kind", {"kind": "Pod", "version": []}, "request.kind.version"),
+    ("requestKind", "Pod", "request.requestKind"),
+    ("requestKind", {"kind": ["Pod"]}, "request.requestKind.kind"),
+    ("resource", "pods", "request.resource"),
+    ("resource", {"resource": {"x": 1}}, "request.resource.resource"),
+    ("requestResource", [1], "request.requestResource"),
+    ("requestResource", {"group": 0}, "request.requestResource.group"),
+    ("namespace", {"name": "x"}, "request.namespace"),
+    ("namespace", ["a"], "request.namespace"),
+    ("name", 5, "request.name"),
+    ("name", {"n": 1}, "request.name"),
+    ("subResource", 1, "request.subResource"),
+    ("requestSubResource", ["status"], "request.requestSubResource"),
+    ("object", "pod", "request.object"),
+    ("object", 5, "request.object"),
+    ("oldObject", [POD], "request.oldObject"),
+    ("oldObject", "old", "request.oldObject"),
+    ("dryRun", "false", "request.dryRun"),
+    ("dryRun", 0, "request.dryRun"),
+    ("options", "CreateOptions", "request.options"),
+    ("options", [1], "request.options"),
+    ("userInfo", "admin", "request.userInfo"),
+    ("userInfo", {"username": 5}, "request.userInfo.username"),
+    ("userInfo", {"uid": []}, "request.userInfo.uid"),
+    ("userInfo", {"groups": "system:masters"}, "request.userInfo.groups"),
+    ("userInfo", {"groups": ["a", None]}, "request.userInfo.groups[1]"),
+    ("userInfo", {"extra": []}, "request.userInfo.extra"),
+    ("userInfo", {"extra": {"k": "v"}}, 'request.userInfo.extra["k"]'),
+    ("userInfo", {"extra": {"k": ["v", 2]}}, 'request.userInfo.extra["k"][1]'),
+]
+
+
+@pytest.mark.parametrize("webhook", ["mutate", "validate"])
+@pytest.mark.parametrize(("field", "bad", "path"), WRONG_TYPES,
+                         ids=[f"{f}={json.dumps(v)}" for f, v, _ in WRONG_TYPES])
+def test_wrong_type_names_the_field(webhook: str, field: str, bad: Any, path: str) -> None:
+    state = State(sources.load_catalog())
+    state.update(policies=[])
+    reply = create_app(state).test_client().post(f"/{webhook}", data=_with(**{field: bad}))
+    _check_error(reply.status_code, reply.content_type, reply.data, 400, path + ":")
+
+
+# Fields the apiserver always sends but the webhook does not need may be missing or null.
+@pytest.mark.parametrize("webhook", ["mutate", "validate"])
+@pytest.mark.parametrize(("field", "value"), [
+    ("resource", _DROP), ("requestKind", _DROP), ("requestResource", _DROP),
+    ("userInfo", _DROP), ("options", _DROP), ("options", None), ("oldObject", _DROP),
+    ("dryRun", _DROP), ("dryRun", None), ("userInfo", {"extra": {"k": None}}),
+])
+def test_absent_optional_fields_are_fine(webhook: str, field: str, value: Any) -> None:
+    state = State(sources.load_catalog())
+    state.update(policies=[])
+    reply = create_app(state).test_client().post(f"/{webhook}", data=_with(**{field: value}))
+    assert reply.status_code == 200, reply.data
+    assert reply.get_json()["response"] == {"uid": "good", "allowed": True}
 
 
 def _check_error(status: int, content_type: str, body: bytes, want_status: int, words: str) -> None:
@@ -179,3 +254,43 @@ def test_chunked_body(server: Server, size: int, status: int) -> None:
         assert data["response"]["uid"] == "chunked"
     else:
         assert "larger than" in data["error"]
+
+
+# The apiserver's requests (POST with a Content-Length) skip Flask's request cycle; chunked
+# ones go through Flask. Both must answer byte for byte alike.
+SAME_EITHER_WAY = [
+    ("good", _with(uid="same")),
+    ("invalid-json", b'{"apiVersion": '),
+    ("operation-is-list", _with(operation=["CREATE"])),
+    ("delete", _with(operation="DELETE", object=None, oldObject=POD)),
+]
+
+
+@pytest.mark.parametrize("path", ["/mutate", "/validate/"])
+@pytest.mark.parametrize(("case", "body"), SAME_EITHER_WAY, ids=[c[0] for c in SAME_EITHER_WAY])
+def test_fast_path_and_flask_path_agree(path: str, case: str, body: bytes) -> None:
+    state = State(sources.load_catalog())
+    state.update(policies=[])
+    client = create_app(state).test_client()
+    fast = client.post(path, data=body)
+    environ = EnvironBuilder(path=path, method="POST", data=body).get_environ()
+    del environ["CONTENT_LENGTH"]  # as a chunked request arrives from gunicorn
+    environ["wsgi.input"] = io.BytesIO(body)
+    flask = client.open(environ)
+    assert (fast.status_code, fast.content_type, fast.data) == (
+        flask.status_code, flask.content_type, flask.data)
+    assert fast.status_code == (400 if "invalid" in case or "list" in case else 200)
+
+
+def test_fast_path_unexpected_error_is_one_line_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug outside the engine's guard (here: the request reader) is a 500 with one line of
+    JSON, like Flask's error handler gives, never a server's HTML page."""
+
+    def broken(_: bytes) -> Any:
+        raise RuntimeError("reader bug")
+
+    monkeypatch.setattr(server_module.admission, "read_review", broken)
+    state = State(sources.load_catalog())
+    state.update(policies=[])
+    reply = create_app(state).test_client().post("/validate", data=_with(uid="x"))
+    _check_error(reply.status_code, reply.content_type, reply.data, 500, "internal error")
