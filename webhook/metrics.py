@@ -20,6 +20,8 @@ from __future__ import annotations
 import atexit
 import bisect
 import os
+import platform
+import resource
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -36,7 +38,10 @@ from prometheus_client.utils import floatToGoString
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 FLUSH_SECONDS = 0.25  # a flush of unchanged totals costs a few dict copies
-LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# A review takes about 0.1-0.5 ms: buckets from 100 µs, so p50 and p99 can be read off them.
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                   0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+WEBHOOKS = ("mutate", "validate")
 
 Labels = tuple[str, ...]
 Reader = Callable[[], Mapping[Labels, float]]
@@ -145,6 +150,21 @@ class Metrics:
             ["policy", "rule", "mode"])
         self.engine_errors = self.counter(
             "gpupolicy_engine_errors", "Exceptions raised by the policy engine.", ["webhook"])
+        # Series that must read 0 rather than be absent: alerts on `rate(...) > 0` and
+        # absent() both need them from the start.
+        for webhook in WEBHOOKS:
+            self.engine_errors.inc(webhook, amount=0)
+            self.requests.inc(webhook, "CREATE", "error", amount=0)
+            self.requests.inc(webhook, "", "bad_request", amount=0)
+        self.gauge("gpupolicy_build_info", "Always 1; the labels say what is running.",
+                   ["version", "python"], mode="livemax",
+                   read=lambda: {(_version(), platform.python_version()): 1.0})
+        self.counter("process_cpu_seconds", "User and system CPU time, summed over workers.",
+                     read=lambda: {(): _cpu_seconds()})
+        self.gauge("process_resident_memory_bytes", "Resident memory, summed over workers.",
+                   mode="livesum", read=lambda: {(): float(_rss_bytes())})
+        self.gauge("process_open_fds", "Open file descriptors, summed over workers.",
+                   mode="livesum", read=lambda: {(): float(_open_fds())})
         _latest = self
 
     def _add(self, family: _Family) -> Any:
@@ -262,6 +282,32 @@ class Metrics:
             for labels, value in sorted(totals.items()):
                 metric.add_metric(list(labels), value)
             yield metric
+
+
+def _version() -> str:
+    from webhook.findings import version
+
+    return version()
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return float(usage.ru_utime + usage.ru_stime)
+
+
+def _rss_bytes() -> int:
+    try:  # the current size; getrusage only knows the peak
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _open_fds() -> int:
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return 0
 
 
 _latest: Metrics | None = None  # the process's most recently built Metrics (for exposition())
