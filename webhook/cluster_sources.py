@@ -17,10 +17,10 @@ import functools
 import logging
 import threading
 import time
+from collections import Counter
 from typing import Any
 
 from kubernetes import client as k8s
-from prometheus_client import Counter, Gauge
 
 from policies.inventory import Inventory
 from policies.model import GPUPolicy
@@ -30,20 +30,6 @@ from webhook.sources import Invalid, gpupolicy
 log = logging.getLogger("gpupolicy.cluster")
 
 GROUP, VERSION, PLURAL = "gpupolicy.io", "v1alpha1", "gpupolicies"
-
-STALE = Gauge("gpupolicy_cluster_cache_stale_seconds",
-              "Seconds since the API server last confirmed a cache (0 while its watch is up).",
-              ["resource"], multiprocess_mode="livemax")
-OBJECTS = Gauge("gpupolicy_cluster_cache_objects", "Objects held by a cluster cache.",
-                ["resource"], multiprocess_mode="livemax")
-WATCH_ERRORS = Counter("gpupolicy_cluster_watch_errors_total",
-                       "Failed list/watch calls to the API server, by resource.", ["resource"])
-RELISTS = Counter("gpupolicy_cluster_relists_total",
-                  "Full lists of a resource (start, 410 Gone, recovery).", ["resource"])
-INVALID_POLICIES = Gauge("gpupolicy_cluster_invalid_policies",
-                         "GPUPolicy resources skipped because they are invalid or clash.",
-                         multiprocess_mode="livemax")
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", metavar="FILE",
@@ -87,6 +73,8 @@ class ClusterSources:
         self._changed_lock = threading.Lock()
         self._stop = threading.Event()
         self._reported: dict[str, str] = {}
+        self.events: Counter[tuple[str, str]] = Counter()  # (resource, relist|error)
+        self.invalid_count = 0
         self._thread: threading.Thread | None = None
 
         def cache(name: str, func: Any, project: Any, optional: bool = False) -> WatchCache:
@@ -130,6 +118,28 @@ class ClusterSources:
     def invalid(self) -> list[Invalid]:
         return [v for v in self.policies.snapshot().values() if isinstance(v, Invalid)]
 
+    def register(self, meters: Any) -> None:
+        """Its families on the app's webhook.metrics.Metrics, read at flush and scrape time."""
+        def events(kind: str) -> dict[tuple[str, ...], float]:
+            counts = self.events.copy()
+            return {(c.name,): float(counts[(c.name, kind)]) for c in self.caches}
+
+        meters.gauge("gpupolicy_cluster_cache_stale_seconds",
+                     "Seconds since the API server last confirmed a cache (0 while its watch "
+                     "is up).", ["resource"],
+                     read=lambda: {(c.name,): c.staleness() for c in self.caches})
+        meters.gauge("gpupolicy_cluster_cache_objects", "Objects held by a cluster cache.",
+                     ["resource"], read=lambda: {(c.name,): float(len(c)) for c in self.caches})
+        meters.counter("gpupolicy_cluster_watch_errors",
+                       "Failed list/watch calls to the API server, by resource.", ["resource"],
+                       read=lambda: events("error"))
+        meters.counter("gpupolicy_cluster_relists",
+                       "Full lists of a resource (start, 410 Gone, recovery).", ["resource"],
+                       read=lambda: events("relist"))
+        meters.gauge("gpupolicy_cluster_invalid_policies",
+                     "GPUPolicy resources skipped because they are invalid or clash.",
+                     read=lambda: {(): float(self.invalid_count)})
+
     # ---- publishing --------------------------------------------------------------------
 
     def _mark(self, name: str) -> None:
@@ -138,7 +148,7 @@ class ClusterSources:
         self._dirty.set()
 
     def _count(self, name: str, kind: str, _detail: str) -> None:
-        (RELISTS if kind == "relist" else WATCH_ERRORS).labels(name).inc()
+        self.events[(name, "relist" if kind == "relist" else "error")] += 1
 
     def _publisher(self) -> None:
         last_log = 0.0
@@ -150,9 +160,6 @@ class ClusterSources:
                     self.publish()
                 except Exception:  # the publisher must survive; the next change retries
                     log.exception("publishing the cluster state failed")
-            for c in self.caches:
-                STALE.labels(c.name).set(c.staleness())
-                OBJECTS.labels(c.name).set(len(c))
             stale = self.staleness()
             if stale > 30 and time.monotonic() - last_log > 60:
                 last_log = time.monotonic()
@@ -196,7 +203,7 @@ class ClusterSources:
         self._report(problems)
         # the State merges them with the file policies (a file wins a name clash)
         self.state.update(cluster_policies=valid)
-        INVALID_POLICIES.set(len(problems) + len(self.state.clashes))
+        self.invalid_count = len(problems) + len(self.state.clashes)
 
     def _report(self, problems: dict[str, str]) -> None:
         for name, message in problems.items():

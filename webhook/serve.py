@@ -205,10 +205,13 @@ def _load_app(args: argparse.Namespace) -> Any:
     state, files = _build(args)
     from webhook import cluster_sources
 
-    cluster_sources.attach(args, state)  # None outside a cluster / without --kubeconfig
+    cluster = cluster_sources.attach(args, state)  # None outside a cluster
     files.load_all()
     files.start(args.reload_interval)
-    return create_app(state, max_body=args.max_body_bytes)
+    app = create_app(state, max_body=args.max_body_bytes)
+    if cluster is not None:
+        cluster.register(app.extensions["gpupolicy.metrics"])
+    return app
 
 
 class _JSONLogger(GunicornLogger):  # type: ignore[misc]

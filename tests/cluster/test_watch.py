@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s
-from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.cluster.conftest import FAST, gpupolicy, namespace, node, wait_for
 from tests.cluster.fakeapi import FakeAPIServer
 from webhook import sources
 from webhook.cluster import WatchCache, list_all
 from webhook.cluster_sources import ClusterSources, namespace_labels
+from webhook.metrics import Metrics, exposition
 from webhook.state import State
 
 
@@ -127,16 +128,26 @@ def test_backs_off_on_errors_then_lists(api_server, client):
         assert "HTTP 500" in cache.last_error
 
 
+METERS: dict[int, Metrics] = {}  # id(cluster) -> the Metrics it registered on
+
+
 def _sources(client: Any, files: list[Any] | None = None) -> tuple[State, ClusterSources]:
     state = State(sources.load_catalog(), expect=("policies", "namespaces", "inventory"))
     cluster = ClusterSources(state, client, settings=FAST, debounce=0.01)
+    METERS[id(cluster)] = meters = Metrics(None)
+    cluster.register(meters)
     if files is not None:
         state.update(policies=files)
     return state, cluster
 
 
-def _metric(name: str, **labels: str) -> float | None:
-    return REGISTRY.get_sample_value(name, labels)
+def _metric(cluster: ClusterSources, name: str, **labels: str) -> float | None:
+    text, _ = exposition(METERS[id(cluster)])
+    for family in text_string_to_metric_families(text.decode()):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
+    return None
 
 
 def test_not_ready_until_first_full_list_then_ready(api_server, client):
@@ -164,10 +175,10 @@ def test_api_server_gone_keeps_last_state_and_reports_staleness(api_server, clie
     cluster.start()
     try:
         wait_for(lambda: state.ready)
-        wait_for(lambda: _metric("gpupolicy_cluster_cache_stale_seconds",
+        wait_for(lambda: _metric(cluster, "gpupolicy_cluster_cache_stale_seconds",
                                  resource="nodes") == 0.0)
         api_server.stop()
-        wait_for(lambda: (_metric("gpupolicy_cluster_cache_stale_seconds",
+        wait_for(lambda: (_metric(cluster, "gpupolicy_cluster_cache_stale_seconds",
                                   resource="nodes") or 0) >= 1.0)
         assert state.ready  # the last good state keeps serving
         assert state.context.namespace_labels("team-a")["tier"] == "gpu"
@@ -208,7 +219,7 @@ def test_policies_from_resources_merged_with_files(api_server, client, resources
         wait_for(lambda: state.ready)
         assert sorted(p.name for p in state.context.policies) == sorted(active)
         assert sorted(k.removeprefix("gpupolicy/") for k in state.errors) == sorted(skipped)
-        assert _metric("gpupolicy_cluster_invalid_policies") == len(skipped)
+        assert _metric(cluster, "gpupolicy_cluster_invalid_policies") == len(skipped)
         for name in skipped:
             assert f"GPUPolicy/{name}" in state.errors[f"gpupolicy/{name}"]
     finally:
