@@ -24,7 +24,7 @@ from policies.loading import PolicyLoadError
 from webhook import options, sources
 from webhook.audit_cluster import ClusterChecks
 from webhook.audit_report import FORMATS, Collector, ObjectRef, write
-from webhook.audit_sources import FileSource, LiveSource, Source
+from webhook.audit_sources import FileSource, LiveSource, Locator, Source
 from webhook.cluster import ClusterError
 from webhook.findings import PENDING
 from webhook.progress import Progress
@@ -91,25 +91,25 @@ def audit(source: Source, context: Context, progress: Progress, *,
     collector = Collector({p.name: p for p in context.policies}, passes=passes)
     checks = ClusterChecks(context)
     for kind, batch in source.workloads(progress, collector.unavailable):
-        for obj in batch:
-            audit_one(obj, kind, context, collector, checks)
+        for obj, locate in batch:
+            audit_one(obj, kind, context, collector, checks, locate)
         progress.advance(kind, len(batch))
     progress.done()
-    for file, problem in getattr(source, "problems", ()):
+    for file, problem in source.problems:
         collector.unreadable_document(file, problem)
     finish(collector, checks)
     return collector
 
 
 def audit_one(obj: dict[str, Any], kind: str, context: Context, collector: Collector,
-              checks: ClusterChecks) -> None:
+              checks: ClusterChecks, locate: Locator = None) -> None:
     meta = obj.get("metadata") or {}
     if _owned(kind, meta):
         collector.skipped[kind] += 1
         return
     namespace = namespace_of(obj, None)
     ref = ObjectRef(kind, str(obj.get("apiVersion", "")), namespace,
-                    str(meta.get("name") or "?"), str(meta.get("uid") or ""))
+                    str(meta.get("name") or "?"), str(meta.get("uid") or ""), locate)
     try:
         decision = review(obj, context, namespace=namespace)
     except Exception as exc:  # one bad object must not end the audit of the cluster

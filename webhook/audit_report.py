@@ -12,7 +12,7 @@ import tempfile
 import time
 from array import array
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -20,7 +20,7 @@ import yaml
 
 from policies.decision import Decision
 from policies.model import GPUPolicy
-from policies.paths import to_pointer
+from policies.paths import FieldPath, to_pointer
 from webhook import report
 from webhook.findings import ENGINE_ERROR, MUTATION, Finding, rule_help
 from webhook.findings import mutation as mutation_words
@@ -36,6 +36,9 @@ class ObjectRef:
     namespace: str
     name: str
     uid: str = ""
+    # file, line and column of a field path, for an object read from a file
+    locate: Callable[[FieldPath], tuple[str, int, int]] | None = field(
+        default=None, compare=False, repr=False)
 
     @property
     def label(self) -> str:
@@ -106,13 +109,14 @@ class Collector:
         for v in decision.violations:
             self.write(ref, rule=v.rule, severity=v.severity, message=v.message,
                        policy=v.policy, mode=v.mode, path=v.field or None,
-                       action=action(v.severity, v.mode))
+                       action=action(v.severity, v.mode), at=v.path)
         if decision.ops:
             self.mutated_objects += 1
             for op in decision.ops:
-                self.write(ref, rule=MUTATION, severity="info", message=mutation_words(op)[0],
+                words, at = mutation_words(op)
+                self.write(ref, rule=MUTATION, severity="info", message=words,
                            policy=op.policy, mode=None, path=to_pointer(op.path),
-                           action="mutate")
+                           action="mutate", at=at)
         if decision.denials:
             self.refused_objects += 1
             # the first few of each source: pods (what runs) and templates (what will run)
@@ -146,11 +150,13 @@ class Collector:
             row.warn += any(not v.denies and v.mode != "Audit" for v in mine)
             row.audit += any(v.mode == "Audit" for v in mine)
 
-    def write(self, ref: ObjectRef | None, **fields: Any) -> None:
+    def write(self, ref: ObjectRef | None, at: FieldPath = (), **fields: Any) -> None:
         record = {k: v for k, v in fields.items() if v is not None}
         if ref is not None:
             record.update(kind=ref.kind, apiVersion=ref.api_version, namespace=ref.namespace,
                           name=ref.name, uid=ref.uid, source=ref.source, object=ref.label)
+            if ref.locate is not None:  # read from a file: where, as lint says it
+                record["file"], record["line"], record["column"] = ref.locate(at)
         namespace = ref.namespace if ref is not None else ""
         self.offsets.setdefault(namespace, array("q")).append(self.spool.tell())
         self.spool.write(json.dumps(record, separators=(",", ":")) + "\n")
@@ -214,7 +220,8 @@ def as_finding(record: dict[str, Any]) -> Finding:
     return Finding(rule=record["rule"], severity=record["severity"],
                    message=record["message"], policy=record.get("policy"),
                    path=record.get("path"), object=record.get("object"),
-                   file=record.get("file"), line=record.get("line"))
+                   file=record.get("file"), line=record.get("line"),
+                   column=record.get("column"))
 
 
 def write_sarif(c: Collector, out: TextIO) -> None:

@@ -15,6 +15,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from policies.paths import FieldPath
 from policies.workloads import locations_for
 from webhook import sources, yamlpos
 from webhook.cluster import ClusterError, api_client, list_all
@@ -22,7 +23,9 @@ from webhook.cluster_sources import GROUP, PLURAL, VERSION, node_facts
 from webhook.progress import Progress
 
 Warn = Callable[[str], None]
-Batches = Iterator[tuple[str, list[dict[str, Any]]]]
+# Where an object was read from, for file and line in the report: None for a cluster object.
+Locator = Callable[[FieldPath], tuple[str, int, int]] | None
+Batches = Iterator[tuple[str, list[tuple[dict[str, Any], Locator]]]]
 
 # Built-in workload kinds: (kind, apiVersion, API class, its all-namespaces list method)
 BUILT_IN = (
@@ -68,13 +71,22 @@ def audited_kind(obj: dict[str, Any]) -> bool:
     return isinstance(kind, str) and (group, kind) in _AUDITED and bool(locations_for(obj))
 
 
+def _locator(file: str, doc: yamlpos.Document, prefix: FieldPath) -> Locator:
+    def locate(path: FieldPath) -> tuple[str, int, int]:
+        return (file, *doc.position((*prefix, *path)))
+    return locate
+
+
 class Source(Protocol):
+    problems: list[tuple[str, yamlpos.SyntaxProblem]]  # documents the reader refused
+
     def cluster_objects(self, warn: Warn) -> sources.ClusterObjects: ...
     def workloads(self, progress: Progress, unavailable: dict[str, str]) -> Batches: ...
 
 
 class LiveSource:
     def __init__(self, api: k8s.ApiClient, page_size: int = 500) -> None:
+        self.problems: list[tuple[str, yamlpos.SyntaxProblem]] = []
         self.api = api
         self.page_size = page_size
         self.server = api.configuration.host
@@ -140,7 +152,7 @@ class LiveSource:
                         first = False
                     for obj in page.items:  # list items carry no kind/apiVersion
                         obj["kind"], obj["apiVersion"] = kind, api_version
-                    yield kind, page.items
+                    yield kind, [(obj, None) for obj in page.items]
             except ApiException as exc:
                 if exc.status == 404:
                     continue  # that CRD (or version) is not installed
@@ -198,8 +210,8 @@ class FileSource:
                 if isinstance(item, yamlpos.SyntaxProblem):
                     self.problems.append((str(file), item))
                     continue
-                for _, obj in item.objects():
+                for prefix, obj in item.objects():
                     if audited_kind(obj):
-                        yield str(obj["kind"]), [obj]
+                        yield str(obj["kind"]), [(obj, _locator(str(file), item, prefix))]
         for name, why in sorted(self.unreadable.items()):
             unavailable[f"file {name}"] = why

@@ -401,3 +401,25 @@ def test_shared_gpu_facts_go_to_a_cluster_policy_report(api_server, kubeconfig):
     assert result["properties"]["node"] == "a10-share-1"
     assert result["properties"]["device"] == "gpu1"
     assert "namespace" not in report["metadata"]
+
+
+def test_offline_audit_sarif_gives_file_and_line_as_lint_does(tmp_path):
+    pod = tmp_path / "pods.yaml"
+    pod.write_text("# two pods\n" + yaml.safe_dump_all(
+        [_pod("fine", node="t4-1"), _pod("many", node="t4-1", gpus=3)], sort_keys=False))
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "p.yaml").write_text(
+        "apiVersion: gpupolicy.io/v1alpha1\nkind: GPUPolicy\nmetadata: {name: max-two}\n"
+        "spec: {rules: {maxGPUsPerPod: 2}}\n")
+    code, out, err = gpupolicy_cli("audit", "--policies", str(policies), "-o", "sarif", str(pod))
+    assert code == 1, err
+    results = json.loads(out)["runs"][0]["results"]
+    located = {(r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"])
+               for r in results if "physicalLocation" in r["locations"][0]}
+    code, out, _ = gpupolicy_cli("lint", "--policies", str(policies), "-o", "json", str(pod))
+    linted = {(f["rule"], f["line"]) for f in json.loads(out)["findings"]}
+    assert ("gpu-max-per-pod", next(line for rule, line in linted
+                                    if rule == "gpu-max-per-pod")) in located
+    assert {rule for rule, _ in located} == {rule for rule, _ in linted}
+    assert all("logicalLocations" not in r["locations"][0] for r in results)
