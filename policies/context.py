@@ -15,7 +15,7 @@ from policies.catalog import Catalog
 from policies.inventory import Inventory
 from policies.model import GPUPolicy
 from policies.selectors import label_selector_matches
-from policies.workloads import WORKLOAD_KINDS, PodSpecLocation
+from policies.workloads import WORKLOAD_KINDS, KindTable
 
 DEFAULT_EXCLUDED_NAMESPACES = frozenset({"kube-system"})
 
@@ -29,9 +29,7 @@ class Context:
     # always sets, `kubernetes.io/metadata.name`.
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     excluded_namespaces: frozenset[str] = DEFAULT_EXCLUDED_NAMESPACES
-    workload_kinds: Mapping[str, tuple[PodSpecLocation, ...]] = field(
-        default_factory=lambda: WORKLOAD_KINDS
-    )
+    workload_kinds: KindTable = WORKLOAD_KINDS
 
     @cached_property
     def _ordered(self) -> tuple[GPUPolicy, ...]:

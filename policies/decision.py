@@ -90,6 +90,11 @@ class Decision:
     gpu: bool = False
     policies: tuple[str, ...] = field(default=())
     ops: tuple[PatchOp, ...] = ()
+    # Why the object was not reviewed at all (a kind not in the workload-kinds table that
+    # holds a pod spec); "" when it was, or had nothing to review.
+    skipped: str = ""
+    # What the decision could not do and says so: injections a kind has no place for.
+    notes: tuple[str, ...] = ()
 
     @property
     def denials(self) -> tuple[Violation, ...]:

@@ -16,13 +16,13 @@ from policies.context import Context
 from policies.decision import Decision, Finding, Violation
 from policies.hardware import PoolVerdict, catalog_pools, verdicts
 from policies.model import GPUPolicy
-from policies.mutate import inject
+from policies.mutate import inject, plan_for
 from policies.patch import Patch
-from policies.paths import FieldPath
-from policies.resources import PodDemand, classify, demand
+from policies.paths import FieldPath, to_display
+from policies.resources import PodDemand, classify, demand, with_metadata
 from policies.rules import CLUSTER_RULES, for_families, visible_devices_bypass
 from policies.view import PodView, targeted_products
-from policies.workloads import pod_specs
+from policies.workloads import Carrier, carriers, metadata_path, unlisted_pod_template
 
 _MODE_RANK = {"Enforce": 0, "Warn": 1, "Audit": 2}
 
@@ -38,7 +38,11 @@ def review(
     """What the webhooks would do with `obj`: the patch, and whether it may be admitted."""
     if operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
         return Decision(allowed=True, mutated=obj)
-    specs = list(pod_specs(obj, context.workload_kinds))
+    specs = list(carriers(obj, context.workload_kinds))
+    if not specs:
+        skipped = unlisted_pod_template(obj, context.workload_kinds)
+        if skipped:
+            return Decision(allowed=True, mutated=obj, skipped=skipped)
     namespace = namespace_of(obj, namespace)
     policies = context.governing(namespace) if specs else ()
     if not policies:
@@ -54,6 +58,7 @@ def review(
     violations = tuple(_violation(policy, f) for policy, f in found)
     creating = operation == "CREATE"
     return Decision(
+        notes=tuple(_not_injected(views, policies)),
         allowed=not any(v.denies for v in violations),
         patch=tuple(patch.json_patch) if creating else (),
         mutated=patch.doc if creating else obj,
@@ -72,7 +77,7 @@ def explain(
     Without an inventory the pools are the catalog's GPU models, amounts unchecked."""
     if not isinstance(obj, dict):
         return []
-    specs = list(pod_specs(obj, context.workload_kinds))
+    specs = list(carriers(obj, context.workload_kinds))
     ns = namespace_of(obj, namespace)
     policies = context.governing(ns)
     _, _, views = _mutate(obj, specs, policies, ns)
@@ -104,32 +109,59 @@ def _violation(policy: GPUPolicy, finding: Finding) -> Violation:
 
 
 def _mutate(
-    obj: Mapping[str, Any], specs: Sequence[tuple[FieldPath, Any]],
+    obj: Mapping[str, Any], specs: Sequence[Carrier],
     policies: Sequence[GPUPolicy], namespace: str,
 ) -> tuple[Patch, list[tuple[GPUPolicy, Finding]], list[PodView]]:
     """Inject into every pod spec, then view each as it is after injection."""
     patch = Patch(obj)
     found: list[tuple[GPUPolicy, Finding]] = []
     before = []
-    for prefix, spec in specs:
-        before.append(demand(spec, prefix))
-        found += inject(patch, prefix, before[-1], policies)
+    for carrier in specs:
+        prefix = carrier.path
+        meta_at = metadata_path(prefix)
+        before.append(with_metadata(demand(carrier.spec, prefix, slots=carrier.kind.containers),
+                                    _get(obj, meta_at), meta_at))
+        found += inject(patch, prefix, before[-1], policies, carrier.kind.pod_fields)
     return patch, found, list(_views(patch, specs, before, obj, namespace))
 
 
 def _views(
-    patch: Patch, specs: Sequence[tuple[FieldPath, Any]], before: Sequence[PodDemand],
+    patch: Patch, specs: Sequence[Carrier], before: Sequence[PodDemand],
     original: Mapping[str, Any], namespace: str,
 ) -> Iterator[PodView]:
     kind = str(original.get("kind", ""))
-    for (prefix, _), found in zip(specs, before, strict=True):
+    for carrier, found in zip(specs, before, strict=True):
+        prefix = carrier.path
         spec = patch.get(prefix)
         if spec is not _spec_before(patch, prefix):
             # Copy on write: a container no op went into is the same object as before, and
             # its amounts carry over.
-            found = demand(spec, prefix, found)
+            found = demand(spec, prefix, found, carrier.kind.containers)
         yield PodView(kind, spec, prefix, found, kind == "Pod", namespace,
-                      products=targeted_products(spec))
+                      products=targeted_products(spec), pod_fields=carrier.kind.pod_fields)
+
+
+def _get(obj: Any, path: FieldPath) -> Any:
+    for part in path:
+        if isinstance(obj, dict) and isinstance(part, str):
+            obj = obj.get(part)
+        elif isinstance(obj, list) and isinstance(part, int) and part < len(obj):
+            obj = obj[part]
+        else:
+            return None
+    return obj
+
+
+def _not_injected(views: Sequence[PodView], policies: Sequence[GPUPolicy]) -> Iterator[str]:
+    """Say where a GPU pod spec's kind has no place for what the policies inject."""
+    for view in views:
+        if not view.demand.gpu:
+            continue
+        missing = [name for name in plan_for(policies).fields if name not in view.pod_fields]
+        if missing:
+            yield (f"{to_display(view.prefix)}: {view.kind} has no {', '.join(missing)} "
+                   "here, so the policies' injection of it is left out (add it to the pod "
+                   "template the workload's runtime provides)")
 
 
 def _spec_before(patch: Patch, prefix: FieldPath) -> Any:
@@ -161,8 +193,9 @@ def _check(
 
 
 def _accelerator_related(view: PodView) -> bool:
-    """Any accelerator resource key (even unparsable) in any container."""
-    if any(c.amounts for c in view.demand.containers):
+    """Any accelerator resource key (even unparsable) in any container, or a GPU share asked
+    for by annotation."""
+    if view.demand.fraction is not None or any(c.amounts for c in view.demand.containers):
         return True
     for container in view.demand.containers:
         resources = container.spec.get("resources")
@@ -175,14 +208,15 @@ def _accelerator_related(view: PodView) -> bool:
 
 
 def _ephemeral(
-    obj: Mapping[str, Any], specs: Sequence[tuple[FieldPath, Any]],
+    obj: Mapping[str, Any], specs: Sequence[Carrier],
     policies: Sequence[GPUPolicy], context: Context, namespace: str,
 ) -> Decision:
     """`kubectl debug`: only the ephemeral containers are new; they can carry no resources,
     so the one thing to check is whether they reach for GPUs through the environment."""
     found: list[Violation] = []
     kind = str(obj.get("kind", ""))
-    for prefix, spec in specs:
+    for carrier in specs:
+        prefix, spec = carrier.path, carrier.spec
         ephemeral = tuple(c for c in demand(spec, prefix).containers if c.role == "ephemeral")
         if not ephemeral:
             continue

@@ -10,7 +10,7 @@ patch op is written for that policy: one op never mixes what two policies asked 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from policies.model import GPUPolicy
 from policies.patch import Patch, PatchConflict
 from policies.paths import FieldPath
 from policies.resources import PodDemand
+from policies.workloads import POD_FIELDS
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -41,11 +42,21 @@ class Plan:
     limits_from_requests: str | None  # the first policy that asks, if any
     hide_devices: str | None
 
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The pod-level fields this plan may write."""
+        return tuple(name for name, wanted in (
+            ("tolerations", self.tolerations), ("nodeSelector", self.node_selector),
+            ("affinity", self.required or self.preferred),
+            *((name, True) for name, _, _ in self.single)) if wanted)
+
 
 def inject(
-    patch: Patch, prefix: FieldPath, demand: PodDemand, policies: Sequence[GPUPolicy]
+    patch: Patch, prefix: FieldPath, demand: PodDemand, policies: Sequence[GPUPolicy],
+    pod_fields: Collection[str] = POD_FIELDS,
 ) -> Iterator[tuple[GPUPolicy, Finding]]:
-    """Apply every policy's `inject` to the pod spec at `prefix`; yield conflicts found."""
+    """Apply every policy's `inject` to the pod spec at `prefix`, writing only the pod-level
+    fields its kind has there (`pod_fields`); yield conflicts found."""
     if not policies:
         return
     plan = plan_for(policies)
@@ -56,12 +67,14 @@ def inject(
     try:
         if plan.limits_from_requests:
             _limits_from_requests(patch, demand, plan.limits_from_requests)
-        if plan.tolerations:
+        if plan.tolerations and "tolerations" in pod_fields:
             _tolerations(patch, (*prefix, "tolerations"), plan)
-        yield from _node_selector(patch, (*prefix, "nodeSelector"), plan)
-        _node_affinity(patch, (*prefix, "affinity", "nodeAffinity"), plan)
+        if "nodeSelector" in pod_fields:
+            yield from _node_selector(patch, (*prefix, "nodeSelector"), plan)
+        if "affinity" in pod_fields:
+            _node_affinity(patch, (*prefix, "affinity", "nodeAffinity"), plan)
         for field, value, by in plan.single:
-            if not patch.get((*prefix, field)):
+            if field in pod_fields and not patch.get((*prefix, field)):
                 patch.set((*prefix, field), value, by=by)
     except PatchConflict as exc:
         yield policies[0], Finding("pod-spec-malformed", str(exc), prefix)
@@ -132,7 +145,7 @@ def _toleration_key(t: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def _limits_from_requests(patch: Patch, demand: PodDemand, by: str) -> None:
     for container in demand.containers:
-        resources = container.spec.get("resources")
+        resources = container.spec.get(container.resources_field)
         if not isinstance(resources, dict) or not isinstance(resources.get("requests"), dict):
             continue
         limits = resources.get("limits")
@@ -140,7 +153,8 @@ def _limits_from_requests(patch: Patch, demand: PodDemand, by: str) -> None:
         for name in container.amounts:
             if name in resources["requests"] and name not in limits:
                 value = resources["requests"][name]
-                patch.set((*container.path, "resources", "limits", name), value, by=by)
+                patch.set((*container.path, container.resources_field, "limits", name), value,
+                          by=by)
 
 
 def _tolerations(patch: Patch, path: FieldPath, plan: Plan) -> None:

@@ -8,13 +8,16 @@ plus the sidecars started before it): kubelet hands init-container devices on to
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from fractions import Fraction
 from functools import lru_cache
 from typing import Any, Literal
 
 from policies.paths import FieldPath
 from policies.quantity import Number, QuantityError, parse_quantity
+from policies.workloads import ContainerSlot, walk
 
 Family = Literal["whole", "mig", "gpushare", "hami", "volcano-vgpu", "volcano-gpushare", "other"]
 Role = Literal["app", "init", "sidecar", "ephemeral"]
@@ -97,10 +100,32 @@ class Container:
     spec: Mapping[str, Any]
     amounts: Mapping[str, Amount]  # accelerator resources only, parsable ones
     gpu: bool  # asks for an accelerator (a quantity > 0 of a resource that counts)
+    # Where its ResourceRequirements are (Kubeflow Trainer: `resourcesPerNode`).
+    resources_field: str = "resources"
 
     def amount(self, name: str) -> Number:
         found = self.amounts.get(name)
         return found.value if found is not None else 0
+
+
+KAI_SCHEDULER = "kai-scheduler"
+KAI_FRACTION = "gpu-fraction"
+KAI_MEMORY = "gpu-memory"
+KAI_DEVICES = "gpu-fraction-num-devices"
+ACK_CARDS = "aliyun.com/gpu-count"
+_DECIMAL = re.compile(r"^(0|[1-9][0-9]{0,8})(\.[0-9]{1,9})?$")
+_COUNT = re.compile(r"^[1-9][0-9]{0,5}$")
+
+
+@dataclass(frozen=True, slots=True)
+class FractionRequest:
+    """A share of a GPU asked for by pod annotations (NVIDIA KAI Scheduler), as written."""
+
+    path: FieldPath  # the pod's metadata.annotations
+    fraction: Fraction | None  # gpu-fraction: a share of each device, 0 < f <= 1
+    memory_mib: int | None  # gpu-memory: MiB of each device
+    devices: int  # gpu-fraction-num-devices (1 when absent)
+    problems: tuple[tuple[str, str], ...] = ()  # (annotation, why KAI refuses it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +134,14 @@ class PodDemand:
     totals: Mapping[str, Number]
     # Families of every accelerator resource named with a valid quantity, zero included.
     present: frozenset[Family] = frozenset()
+    fraction: FractionRequest | None = None
+    # ACK multi-card sharing: the pod label aliyun.com/gpu-count spreads aliyun.com/gpu-mem
+    # over this many GPUs of one node (1 without the label).
+    gpushare_cards: int = 1
 
     @property
     def gpu(self) -> bool:
-        return any(c.gpu for c in self.containers)
+        return self.fraction is not None or any(c.gpu for c in self.containers)
 
     @property
     def families(self) -> frozenset[Family]:
@@ -123,8 +152,13 @@ class PodDemand:
 
 
 def iter_containers(
-    spec: Mapping[str, Any], prefix: FieldPath
+    spec: Mapping[str, Any], prefix: FieldPath, slots: tuple[ContainerSlot, ...] = ()
 ) -> Iterator[tuple[FieldPath, Role, Mapping[str, Any]]]:
+    """Every container of a pod spec: its lists, then the container-like `slots` of its kind
+    (KServe `model`, Argo `container`, a NIMService spec itself), which run as app containers."""
+    for slot in slots:
+        for path, found in walk(spec, slot.location, prefix):
+            yield path, "app", found
     for key, default_role in (("initContainers", "init"), ("containers", "app"),
                               ("ephemeralContainers", "ephemeral")):
         items = spec.get(key)
@@ -140,30 +174,94 @@ def iter_containers(
 
 
 def demand(
-    spec: Mapping[str, Any], prefix: FieldPath, previous: PodDemand | None = None
+    spec: Mapping[str, Any], prefix: FieldPath, previous: PodDemand | None = None,
+    slots: tuple[ContainerSlot, ...] = (),
 ) -> PodDemand:
     """The GPU demand of a pod spec. `previous`, the demand of an earlier version of the same
     spec, lends its amounts to every container whose `resources` is still the same object."""
     earlier = {c.path: c for c in previous.containers} if previous is not None else {}
+    fields = {(*prefix, *s.location): s for s in slots}
     containers = []
     reused = 0
-    for path, role, c in iter_containers(spec, prefix):
+    for path, role, c in iter_containers(spec, prefix, slots):
+        slot = fields.get(path)
+        field = slot.resources_field if slot is not None else "resources"
         before = earlier.get(path)
-        if before is not None and before.spec.get("resources") is c.get("resources"):
-            containers.append(Container(path, before.name, role, c, before.amounts, before.gpu))
+        if before is not None and before.spec.get(field) is c.get(field) and (
+                slot is None or not slot.gpu_field):
+            containers.append(Container(path, before.name, role, c, before.amounts, before.gpu,
+                                        field))
             reused += 1
             continue
-        amounts = _amounts(c, path)
+        amounts = _amounts(c, path, field)
+        if slot is not None and slot.gpu_field:
+            amounts.update(_gpu_field(c, path, slot.gpu_field))
         gpu = any(a.value > 0 and a.resource.counts_as_gpu for a in amounts.values())
-        containers.append(Container(path, str(c.get("name", "")), role, c, amounts, gpu))
+        name = c.get("name") or (path[-1] if slot is not None and path else "")
+        containers.append(Container(path, str(name), role, c, amounts, gpu, field))
     if previous is not None and reused == len(containers) == len(earlier):
-        return PodDemand(tuple(containers), previous.totals, previous.present)
+        return PodDemand(tuple(containers), previous.totals, previous.present,
+                         previous.fraction, previous.gpushare_cards)
     present = frozenset(a.resource.family for c in containers for a in c.amounts.values())
-    return PodDemand(tuple(containers), _totals(containers), present)
+    found = PodDemand(tuple(containers), _totals(containers), present)
+    if previous is not None:
+        return replace(found, fraction=previous.fraction, gpushare_cards=previous.gpushare_cards)
+    return found
 
 
-def _amounts(container: Mapping[str, Any], path: FieldPath) -> dict[str, Amount]:
-    resources = container.get("resources")
+def with_metadata(found: PodDemand, metadata: Any, path: FieldPath) -> PodDemand:
+    """The demand the pod's own metadata adds: KAI annotations, the ACK multi-card label."""
+    if not isinstance(metadata, dict):
+        return found
+    annotations = metadata.get("annotations")
+    fraction = fraction_request(annotations, (*path, "annotations")) \
+        if isinstance(annotations, dict) else None
+    labels = metadata.get("labels")
+    cards = labels.get(ACK_CARDS) if isinstance(labels, dict) else None
+    count = int(cards) if isinstance(cards, str) and _COUNT.match(cards) else 1
+    if fraction is None and count == 1:
+        return found
+    return replace(found, fraction=fraction, gpushare_cards=count)
+
+
+def fraction_request(annotations: Mapping[str, Any], path: FieldPath) -> FractionRequest | None:
+    """What KAI Scheduler reads from `gpu-fraction`, `gpu-memory` and
+    `gpu-fraction-num-devices`; None when the pod has none of them."""
+    if not any(k in annotations for k in (KAI_FRACTION, KAI_MEMORY, KAI_DEVICES)):
+        return None
+    problems: list[tuple[str, str]] = []
+    fraction: Fraction | None = None
+    memory: int | None = None
+    devices = 1
+    raw = annotations.get(KAI_FRACTION)
+    if raw is not None:
+        if isinstance(raw, str) and _DECIMAL.match(raw) and 0 < Fraction(raw) <= 1:
+            fraction = Fraction(raw)
+        else:
+            problems.append((KAI_FRACTION, "must be a decimal greater than 0 and at most 1"))
+    raw = annotations.get(KAI_MEMORY)
+    if raw is not None:
+        if isinstance(raw, str) and _COUNT.match(raw):
+            memory = int(raw)
+        else:
+            problems.append((KAI_MEMORY, "must be a whole number of MiB greater than 0"))
+    raw = annotations.get(KAI_DEVICES)
+    if raw is not None:
+        if isinstance(raw, str) and _COUNT.match(raw):
+            devices = int(raw)
+        else:
+            problems.append((KAI_DEVICES, "must be a whole number greater than 0"))
+        if KAI_FRACTION not in annotations:
+            problems.append((KAI_DEVICES, f"applies only together with {KAI_FRACTION}"))
+    if KAI_FRACTION in annotations and KAI_MEMORY in annotations:
+        problems.append((KAI_MEMORY, f"cannot be given together with {KAI_FRACTION}"))
+    return FractionRequest(path, fraction, memory, devices, tuple(problems))
+
+
+def _amounts(
+    container: Mapping[str, Any], path: FieldPath, field: str = "resources"
+) -> dict[str, Amount]:
+    resources = container.get(field)
     if not isinstance(resources, dict):
         return {}
     found: dict[str, Amount] = {}
@@ -179,8 +277,20 @@ def _amounts(container: Mapping[str, Any], path: FieldPath) -> dict[str, Amount]
                 value = parse_quantity(raw)
             except QuantityError:
                 continue  # reported by the quantity rule
-            found[name] = Amount(resource, value, (*path, "resources", section, name))
+            found[name] = Amount(resource, value, (*path, field, section, name))
     return found
+
+
+def _gpu_field(container: Mapping[str, Any], path: FieldPath, field: str) -> dict[str, Amount]:
+    """Spark's `gpu: {name: nvidia.com/gpu, quantity: 1}`: a resource name and a count."""
+    gpu = container.get(field)
+    if not isinstance(gpu, dict):
+        return {}
+    name, raw = gpu.get("name"), gpu.get("quantity")
+    resource = classify(name) if isinstance(name, str) else None
+    if resource is None or isinstance(raw, bool) or not isinstance(raw, int):
+        return {}
+    return {resource.name: Amount(resource, raw, (*path, field, "quantity"))}
 
 
 def _totals(containers: list[Container]) -> dict[str, Number]:

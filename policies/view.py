@@ -9,6 +9,7 @@ from typing import Any
 from policies.inventory import PRODUCT_LABELS
 from policies.paths import FieldPath
 from policies.resources import PodDemand
+from policies.workloads import POD_FIELDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +24,9 @@ class PodView:
     subresource: str = ""
     # GPU product names the pod pins itself to (nodeSelector, required affinity `In`).
     products: tuple[str, ...] = ()
+    # The pod-level fields this kind has here; without tolerations the pod template lives
+    # elsewhere (a Kubeflow Trainer runtime) and its scheduling constraints are unknown.
+    pod_fields: frozenset[str] = POD_FIELDS
 
     def at(self, *parts: str | int) -> FieldPath:
         return (*self.prefix, *parts)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from policies.workloads import pod_specs
+from policies.workloads import WORKLOAD_KINDS, parse_kind_table, pod_specs
 
 POD: dict[str, Any] = {"containers": [{"name": "c"}]}
 TPL = {"template": {"spec": POD}}
@@ -69,6 +69,9 @@ def test_pod_spec_locations(api_version: str, kind: str, body: dict[str, Any],
 
 
 def test_table_is_extensible() -> None:
-    table = {"Notebook": (("spec", "template", "spec"),)}
-    obj = {"apiVersion": "kubeflow.org/v1", "kind": "Notebook", "spec": TPL}
+    extra = parse_kind_table([{"kind": "Trainer", "apiGroup": "example.com",
+                               "podSpecPaths": ["spec.template.spec"]}], "extra.yaml")
+    table = WORKLOAD_KINDS.extended(extra)
+    obj = {"apiVersion": "example.com/v1", "kind": "Trainer", "spec": TPL}
     assert [p for p, _ in pod_specs(obj, table)] == [("spec", "template", "spec")]
+    assert list(pod_specs(obj)) == []
