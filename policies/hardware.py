@@ -8,7 +8,7 @@ whose amounts are unknown and so not checked.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any
@@ -17,7 +17,7 @@ from policies.catalog import Catalog, GPUModel
 from policies.inventory import PER_NODE_LABELS, Pool
 from policies.mig import fits
 from policies.quantity import Number
-from policies.resources import classify, mig_profile
+from policies.resources import FractionRequest, classify, mig_profile
 from policies.selectors import node_affinity_matches, node_selector_matches, untolerated
 from policies.view import PodView
 
@@ -50,10 +50,8 @@ def verdicts(
     `allowedModels` that applies (a model must be in all of them)."""
     need = _Need.of(view, allowed_models)
     return [
-        PoolVerdict(
-            pool.name, len(pool.node_names), pool.model.name if pool.model else pool.product,
-            tuple(_reasons(need, pool, amounts_known)),
-        )
+        PoolVerdict(pool.name, len(pool.node_names), describe_hardware(pool),
+                    tuple(_pool_reasons(need, pool, amounts_known)))
         for pool in pools
     ]
 
@@ -63,7 +61,46 @@ def any_fits(
 ) -> bool:
     """The admission question, answered at the first pool that fits."""
     need = _Need.of(view, allowed_models)
-    return any(next(_reasons(need, pool, True), None) is None for pool in pools)
+    return any(next(_pool_reasons(need, pool, True), None) is None for pool in pools)
+
+
+def closest(results: Sequence[PoolVerdict], limit: int = 3) -> tuple[list[PoolVerdict], int]:
+    """The failing pools that failed the fewest checks (at most `limit`, in inventory order
+    among equals), and how many other pools fail too: what an admission message can carry."""
+    failing = [v for v in results if not v.fits]
+    ranked = sorted(range(len(failing)), key=lambda i: (len(failing[i].reasons), i))[:limit]
+    return [failing[i] for i in sorted(ranked)], len(failing) - len(ranked)
+
+
+def describe_hardware(pool: Pool) -> str:
+    """What a pool's nodes carry, as explain shows it: the GPU model (and its MIG slices under
+    the single strategy), else the accelerator resources they advertise."""
+    if pool.model is not None:
+        name = pool.model.name
+        if pool.mig_strategy == "single" and (slice_ := _single_slice(pool)):
+            return f"{name}, MIG {slice_} slices as nvidia.com/gpu"
+        return name
+    if pool.product:
+        return pool.product
+    devices = [f"{count}× {name}" for name, count in sorted(pool.allocatable.items())
+               if count > 0 and (r := classify(name)) is not None and r.unit == "devices"]
+    return ", ".join(devices)
+
+
+def _single_slice(pool: Pool) -> str:
+    """The MIG profile a `single`-strategy pool's nvidia.com/gpu stands for (from the product
+    label GFD writes there, `NVIDIA-A100-SXM4-40GB-MIG-1g.5gb`)."""
+    _, sep, profile = pool.product.partition("-MIG-")
+    return profile if sep else ""
+
+
+def _pool_reasons(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[str]:
+    if need.node_name:
+        if need.node_name not in pool.node_names:
+            yield f"the pod is bound to node {need.node_name} (spec.nodeName), not one of these"
+            return
+        pool = replace(pool, node_names=(need.node_name,))
+    yield from _reasons(need, pool, amounts_known)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +115,20 @@ class _Need:
     hami_mb: tuple[tuple[str, Number], ...]  # (container, MB per GPU)
     tolerations: tuple[Mapping[str, Any], ...]
     most_gpus_in_a_container: Number
+    node_name: str = ""
+    # False when the pod spec's kind has no tolerations or selectors of its own (Kubeflow
+    # Trainer: the runtime's template has them): taints and labels cannot be judged here.
+    scheduling_known: bool = True
+    gpushare_cards: int = 1
+    fraction: FractionRequest | None = None
 
     @classmethod
     def of(cls, view: PodView, allowed_models: Sequence[Sequence[str]]) -> _Need:
         demand = view.demand
         totals = demand.totals
+        if demand.fraction is not None:  # KAI shares whole devices the node advertises
+            devices = demand.fraction.devices
+            totals = {**totals, "nvidia.com/gpu": max(totals.get("nvidia.com/gpu", 0), devices)}
         app = [c for c in demand.containers if c.role == "app"]
         return cls(
             spec=view.spec,
@@ -98,6 +144,11 @@ class _Need:
             tolerations=tuple(_list(view.spec.get("tolerations"))),
             most_gpus_in_a_container=max(
                 (c.amount("nvidia.com/gpu") for c in demand.containers), default=0),
+            node_name=node_name if isinstance(node_name := view.spec.get("nodeName"), str)
+            else "",
+            scheduling_known="tolerations" in view.pod_fields,
+            gpushare_cards=demand.gpushare_cards,
+            fraction=demand.fraction,
         )
 
 
@@ -123,18 +174,28 @@ def _reasons(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[str]:
         if not product or Catalog.normalize(product) not in names:
             yield f"GPU model {product or '(none)'} is not allowed ({written})"
             break
-    for taint in untolerated(need.tolerations, pool.taints):
-        value = f"={taint.value}" if taint.value else ""
-        yield f"taint {taint.key}{value}:{taint.effect} is not tolerated"
-    yield from _selection(need.spec, pool)
+    if need.scheduling_known:
+        for taint in untolerated(need.tolerations, pool.taints):
+            if need.node_name and taint.effect == "NoSchedule":
+                continue  # a pod bound by nodeName skips the scheduler; NoExecute still evicts
+            value = f"={taint.value}" if taint.value else ""
+            yield f"taint {taint.key}{value}:{taint.effect} is not tolerated"
+        yield from _selection(need.spec, pool)
     yield from _mig(need.mig, pool)
     if need.most_gpus_in_a_container > 1 and pool.labels.get(SHARING) == "mps":
         # MPS refuses a request for more than one of its shares at Allocate time.
         yield (f"GPUs are shared with MPS here: a container may ask for 1 nvidia.com/gpu, "
                f"not {need.most_gpus_in_a_container}")
+    if need.most_gpus_in_a_container > 1 and pool.mig_strategy == "single":
+        # Under the single strategy each nvidia.com/gpu is one MIG slice, and CUDA shows a
+        # process one MIG device only: a multi-GPU container gets one small slice.
+        slice_ = _single_slice(pool) or "MIG"
+        yield (f"nvidia.com/gpu here is one {slice_} MIG slice and a container sees only one "
+               f"MIG device, not the {need.most_gpus_in_a_container} GPUs it asks for")
     if amounts_known:
         yield from _amounts(need.totals, pool.allocatable)
     yield from _shared_memory(need, pool)
+    yield from _fraction(need, pool)
 
 
 def _list(value: Any) -> list[Mapping[str, Any]]:
@@ -208,15 +269,31 @@ def _mig(counts: Mapping[str, int], pool: Pool) -> Iterator[str]:
 def _shared_memory(need: _Need, pool: Pool) -> Iterator[str]:
     if need.gpushare_gib > 0:
         device = _device_gib(pool)
-        if device is not None and need.gpushare_gib > device:
-            yield (f"aliyun.com/gpu-mem {need.gpushare_gib} GiB does not fit on one GPU "
-                   f"({float(device):.1f} GiB)")
+        cards = need.gpushare_cards
+        if cards > 1 and cards > pool.gpu_count:
+            yield (f"the pod spreads aliyun.com/gpu-mem over {cards} GPUs (label "
+                   f"aliyun.com/gpu-count) and a node has {pool.gpu_count or 'none'}")
+        elif device is not None and Fraction(need.gpushare_gib) / cards > device:
+            each = (f"{need.gpushare_gib} GiB" if cards == 1 else
+                    f"{need.gpushare_gib} GiB over {cards} GPUs "
+                    f"({float(Fraction(need.gpushare_gib) / cards):g} GiB each)")
+            where = "one GPU" if cards == 1 else "their GPUs"
+            yield f"aliyun.com/gpu-mem {each} does not fit on {where} ({float(device):.1f} GiB)"
     model = pool.model
     if model is not None:
         for name, mb in need.hami_mb:
             if mb > model.memory_mib:
                 yield (f"nvidia.com/gpumem {mb} MB of container {name!r} is more "
                        f"than one {model.name} has ({model.memory_mib} MiB)")
+
+
+def _fraction(need: _Need, pool: Pool) -> Iterator[str]:
+    request = need.fraction
+    model = pool.model
+    if request is not None and request.memory_mib is not None and model is not None \
+            and request.memory_mib > model.memory_mib:
+        yield (f"gpu-memory {request.memory_mib} MiB is more than one {model.name} has "
+               f"({model.memory_mib} MiB)")
 
 
 def _device_gib(pool: Pool) -> Fraction | None:

@@ -13,6 +13,7 @@ from functools import lru_cache
 from types import ModuleType
 
 from policies.rules import (
+    gpu_fraction_annotation,
     gpu_max_per_container,
     gpu_max_per_pod,
     gpu_model_not_allowed,
@@ -53,6 +54,7 @@ _MODULES: tuple[ModuleType, ...] = (
     gpu_sharing_modes_mixed,
     gpushare_count_resource,
     gpu_scheduler_mismatch,
+    gpu_fraction_annotation,
     mig_profile_unknown,
     mig_profile_not_allowed,
     mig_instances_over_policy,

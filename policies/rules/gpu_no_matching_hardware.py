@@ -1,7 +1,9 @@
 """gpu-no-matching-hardware (`rules.requireHardwareMatch`): at least one node must be able to
-run the pod after injection, or it would stay Pending forever. The message gives each pool and
-why it fails. Needs an inventory (a Node watch or `--inventory`); without one the catalog rules
-(mig-profile-unknown, shared-memory-over-device, mig-count-over-geometry) stand in.
+run the pod after injection, or it would stay Pending forever. The message names the closest
+pools (those failing the fewest checks, at most 3) with every reason, and counts the rest;
+`gpupolicy explain` lists them all. Needs an inventory (a Node watch or `--inventory`);
+without one the catalog rules (mig-profile-unknown, shared-memory-over-device,
+mig-count-over-geometry) stand in.
 
 FAIL: `nvidia.com/mig-1g.10gb: 1` in a cluster whose only GPU pool is H200 in mixed strategy
 PASS: `nvidia.com/gpu: 1` with the toleration of a tainted H100 pool
@@ -13,7 +15,7 @@ from collections.abc import Iterator
 
 from policies.context import Context
 from policies.decision import Finding
-from policies.hardware import any_fits, verdicts
+from policies.hardware import PoolVerdict, any_fits, closest, verdicts
 from policies.model import GPUPolicy
 from policies.view import PodView
 
@@ -29,6 +31,15 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     allowed = context.allowed_models(view.namespace)
     if any_fits(view, inventory.pools, allowed_models=allowed):
         return
-    results = verdicts(view, inventory.pools, allowed_models=allowed)
-    detail = "; ".join(v.describe() for v in results) or "the inventory has no nodes"
-    yield Finding(ID, f"no node can run this pod: {detail}", view.at("containers"))
+    yield Finding(ID, message(verdicts(view, inventory.pools, allowed_models=allowed)),
+                  view.at("containers"))
+
+
+def message(results: list[PoolVerdict]) -> str:
+    shown, rest = closest(results)
+    if not shown:
+        return "no node can run this pod: the inventory has no nodes"
+    detail = "; ".join(v.describe() for v in shown)
+    more = (f" ({rest} other pool{'s' * (rest != 1)} fail{'s' * (rest == 1)} on more checks; "
+            "gpupolicy explain lists every pool)") if rest else ""
+    return f"no node can run this pod: {detail}{more}"

@@ -1,8 +1,11 @@
 """mig-mixed-with-whole-gpu: one pod asking for whole GPUs and MIG devices needs a node in
-`mixed` strategy that also has GPUs out of MIG mode; under `single` MIG resources do not exist.
+`mixed` strategy that also has GPUs out of MIG mode (under `single` MIG resources do not exist).
+Such nodes are rare, so without an inventory the pod is refused; with one, only when no node
+advertises both.
 
-FAIL: `nvidia.com/gpu: 1` and `nvidia.com/mig-1g.10gb: 1` in one pod
-PASS: either alone
+FAIL: `nvidia.com/gpu: 1` and `nvidia.com/mig-1g.10gb: 1` in one pod, without an inventory or
+  with no node advertising both
+PASS: either alone; both, with a `mixed` node advertising both in the inventory
 """
 
 from __future__ import annotations
@@ -23,9 +26,18 @@ FAMILIES = frozenset({"mig"})
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     totals = view.demand.totals
     whole = totals.get("nvidia.com/gpu", 0) > 0
-    mig = [n for n, v in totals.items() if mig_profile(n) is not None and v > 0]
-    if whole and mig:
-        yield Finding(
-            ID, f"the pod asks for nvidia.com/gpu and {', '.join(sorted(mig))}: request "
-            "either whole GPUs or MIG devices", view.at("containers"),
-        )
+    mig = sorted(n for n, v in totals.items() if mig_profile(n) is not None and v > 0)
+    if not (whole and mig):
+        return
+    inventory = context.inventory
+    wanted = ("nvidia.com/gpu", *mig)
+    if inventory is not None and any(
+            pool.mig_strategy == "mixed" and all(pool.allocatable.get(n, 0) > 0 for n in wanted)
+            for pool in inventory.pools):
+        return
+    where = ("no node of the inventory advertises both" if inventory is not None
+             else "only a node in mixed MIG strategy with GPUs out of MIG mode can run it")
+    yield Finding(
+        ID, f"the pod asks for nvidia.com/gpu and {', '.join(mig)}: {where}",
+        view.at("containers"),
+    )

@@ -1,6 +1,7 @@
 """shared-memory-over-device: a shared-GPU memory request must fit on ONE device of the model
 the pod targets. gpushare/cGPU sums `aliyun.com/gpu-mem` (GiB) over the pod's containers and
-needs one GPU with that much free (`Insufficient GPU Memory in one device`); HAMi
+needs one GPU with that much free (`Insufficient GPU Memory in one device`), or that much
+spread over the GPUs of the pod label `aliyun.com/gpu-count` (ACK multi-card sharing); HAMi
 `nvidia.com/gpumem` and Volcano `volcano.sh/vgpu-memory` are MB per GPU per container.
 
 FAIL: `aliyun.com/gpu-mem: 30` with `nodeSelector: {aliyun.accelerator/nvidia_name: NVIDIA-A10}`
@@ -31,11 +32,14 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
         return
     gib = sum((c.amount("aliyun.com/gpu-mem") for c in view.demand.containers
                if c.role == "app"), 0)
+    cards = view.demand.gpushare_cards  # ACK multi-card: the pod label spreads it
     for model in models:
-        if gib * 1024 > model.memory_mib:
+        if gib * 1024 > model.memory_mib * cards:
+            spread = f" over {cards} GPUs" if cards > 1 else ""
             yield Finding(
-                ID, f"aliyun.com/gpu-mem {gib} GiB (summed over the pod's containers) is more "
-                f"than one {model.name} has ({model.memory_mib / 1024:.1f} GiB)",
+                ID, f"aliyun.com/gpu-mem {gib} GiB (summed over the pod's containers){spread} "
+                f"is more than {'one' if cards == 1 else 'each'} {model.name} has "
+                f"({model.memory_mib / 1024:.1f} GiB)",
                 view.at("containers"),
             )
         for container in view.demand.containers:
