@@ -49,6 +49,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             "mutated": decision.mutated,
             "violations": [v.as_dict() for v in decision.violations],
             "warnings": list(decision.warnings),
+            "skipped": decision.skipped or None,
+            "notes": list(decision.notes),
         })
     json.dump(results, stdout, indent=2, default=str)
     stdout.write("\n")

@@ -8,7 +8,9 @@ model not allowed (policies.engine.explain decides; this module fetches and prin
 Nodes, namespaces and GPUPolicy objects come from the cluster (`--kubeconfig` or in-cluster)
 when the workload is named as NS/NAME, from `--inventory` and the file's own documents
 otherwise, so the same objects give the same answer either way.
-Exit 0 when every GPU pod spec fits some pool, 1 when one fits none, 2 on errors.
+Exit 0 when every GPU pod spec fits some pool, 1 when one fits none, 2 on errors. A document
+whose kind is not in the workload-kinds table but holds a pod spec is listed as skipped, with
+why, and counts as nothing to explain (exit 0 if it is the only one): it is not a usage error.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from policies.context import Context
 from policies.engine import explain, namespace_of
 from policies.loading import PolicyLoadError
 from policies.paths import to_display
-from policies.workloads import locations_for
+from policies.workloads import unlisted_pod_template
 from webhook import options, sources, yamlpos
 from webhook.audit_sources import BUILT_IN, CUSTOM, LiveSource
 from webhook.cluster import ClusterError
@@ -85,14 +87,16 @@ def _load(args: argparse.Namespace, warn: Any) -> tuple[list[dict[str, Any]], Co
             p = stream.problems[0]
             raise sources.SourceError(f"{args.target}:{p.line}:{p.column}: {p.message}")
         found = sources.ClusterObjects()
-        objects = []
+        every = []
         for obj in sources.stream_objects(stream):
             found.add(obj)
-            if locations_for(obj):
-                objects.append(obj)
+            every.append(obj)
         context, warnings = sources.build_context(args, found)
         for line in warnings:
             warn(line)
+        kinds = context.workload_kinds
+        objects = [o for o in every
+                   if kinds.find(o) is not None or unlisted_pod_template(o, kinds)]
         return objects, context, {}
     live = LiveSource.connect(args.kubeconfig, args.context, 500)
     obj = fetch(live, args.target)
@@ -164,6 +168,7 @@ def answer(obj: dict[str, Any], context: Context, namespace: str | None,
            scheduler: str) -> dict[str, Any]:
     ns = namespace_of(obj, namespace)
     meta = obj.get("metadata") or {}
+    skipped = unlisted_pod_template(obj, context.workload_kinds)
     specs = []
     for path, verdicts in explain(obj, context, namespace=ns):
         specs.append({
@@ -176,6 +181,7 @@ def answer(obj: dict[str, Any], context: Context, namespace: str | None,
         "kind": obj.get("kind"), "namespace": ns, "name": meta.get("name"),
         "policies": [p.name for p in context.governing(ns)],
         "gpu": bool(specs), "scheduler": scheduler, "podSpecs": specs,
+        "skipped": skipped or None,
     }
 
 
@@ -186,8 +192,11 @@ def render(answers: list[dict[str, Any]], *, pools_known: bool) -> str:
         lines.append(f"{a['kind']} {a['namespace']}/{a['name']}  (policies: {policies})")
         if a["scheduler"]:
             lines.append(f"  scheduler says: {a['scheduler']}")
-        if not a["gpu"]:
-            lines.append("  not a GPU workload: no container requests an accelerator")
+        if a.get("skipped"):
+            lines.append(f"  skipped: {a['skipped']}")
+        elif not a["gpu"]:
+            lines.append("  not a GPU workload: no container requests an accelerator and no "
+                         "GPU share is annotated")
         for spec in a["podSpecs"]:
             fitting = [p["pool"] for p in spec["pools"] if p["fits"]]
             verdict = (f"fits {len(fitting)} of {len(spec['pools'])} pools"

@@ -237,6 +237,10 @@ def lint_stream(
                     document=doc.index,
                 ))
                 continue
+            where = f"{name}: document {doc.index} (line {doc.line})"
+            if decision.skipped:
+                result.notes.append(f"{where}: skipped, {decision.skipped}")
+            result.notes += [f"{where}: {note}" for note in decision.notes]
             for v in decision.violations:
                 line, column = doc.position((*prefix, *v.path))
                 result.findings.append(ReportFinding(

@@ -130,7 +130,10 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     # Check the inputs once before forking; the workers load (and count) for themselves.
     from webhook import cluster_sources  # after _multiproc_dir: it makes metrics
 
-    problems = _build(args, record=False)[1].load_all() + cluster_sources.check(args)
+    try:
+        problems = _build(args, record=False)[1].load_all() + cluster_sources.check(args)
+    except sources.SourceError as exc:  # --workload-kinds
+        problems = [str(exc)]
     if problems:
         for line in problems:
             stderr.write(f"gpupolicy serve: {line}\n")
@@ -192,7 +195,8 @@ def _build(args: argparse.Namespace, record: bool = True) -> tuple[Any, Any]:
     excluded = sources.excluded_namespaces(args.exclude_namespace, args.namespace)
     expect = ["policies"] + (["namespaces"] if args.namespaces and not cluster else []) + (
         ["inventory"] if args.inventory and not cluster else [])
-    state = State(sources.load_catalog(), excluded_namespaces=excluded, expect=expect)
+    state = State(sources.load_catalog(), excluded_namespaces=excluded, expect=expect,
+                  workload_kinds=sources.load_workload_kinds(args.workload_kinds))
     files = FileSources(state, policies=args.policies, namespaces=args.namespaces,
                         inventory=args.inventory, record=record, cluster=cluster)
     return state, files

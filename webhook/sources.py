@@ -22,6 +22,7 @@ from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
 from policies.inventory import Inventory
 from policies.loading import PolicyLoadError, PolicyProblem, check_unique, parse_policies
 from policies.model import API_VERSION, KIND, GPUPolicy
+from policies.workloads import WORKLOAD_KINDS, KindTable, KindTableError, parse_kind_table
 from webhook import yamlpos
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / "policies"
@@ -147,6 +148,23 @@ def read_policy_file(file: Path) -> tuple[list[tuple[str, GPUPolicy]], list[Poli
         return [], list(exc.problems)
 
 
+def load_workload_kinds(path: Path | str | None = None) -> KindTable:
+    """The bundled workload-kinds table, extended by the file at `path` (same form; the
+    chart renders `webhooks.workloadKinds` into one). Raises SourceError listing every error."""
+    if path is None:
+        return WORKLOAD_KINDS
+    stream = read_stream(path)
+    if stream.problems:
+        raise SourceError(_describe(path, stream.problems))
+    data = [doc.data for doc in stream.documents]
+    try:
+        extra = parse_kind_table(data[0] if len(data) == 1 else data, str(path),
+                                 base=WORKLOAD_KINDS)
+    except KindTableError as exc:
+        raise SourceError(str(exc)) from None
+    return WORKLOAD_KINDS.extended(extra)
+
+
 def load_inventory(path: Path | str, catalog: Catalog) -> Inventory:
     nodes = [o for o in read_objects(path) if o.get("kind") == "Node"]
     if not nodes:
@@ -261,6 +279,9 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Namespace objects (labels for namespaceSelector); repeatable")
     parser.add_argument("--exclude-namespace", metavar="NS", action="append", default=None,
                         help="namespaces no policy governs (default: kube-system)")
+    parser.add_argument("--workload-kinds", metavar="FILE",
+                        help="workload kinds and where their pod specs live, added to (or "
+                             "replacing entries of) the bundled table")
 
 
 def build_context(
@@ -284,6 +305,7 @@ def build_context(
     context = Context(
         policies=policies, catalog=catalog, inventory=inventory, namespaces=namespaces,
         excluded_namespaces=excluded_namespaces(args.exclude_namespace, own_namespace),
+        workload_kinds=load_workload_kinds(getattr(args, "workload_kinds", None)),
     )
     return context, [*found.problems, *clashes.values()]
 

@@ -19,6 +19,7 @@ from typing import Any
 from policies.catalog import Catalog
 from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
 from policies.loading import PolicyLoadError
+from policies.workloads import WORKLOAD_KINDS, KindTable
 from webhook import logs, sources
 
 
@@ -29,12 +30,14 @@ class State:
         *,
         excluded_namespaces: frozenset[str] = DEFAULT_EXCLUDED_NAMESPACES,
         expect: Collection[str] = ("policies",),
+        workload_kinds: KindTable = WORKLOAD_KINDS,
     ) -> None:
         self._lock = threading.Lock()
         self._parts: dict[str, Any] = {
             "policies": (), "cluster_policies": (), "namespaces": {}, "inventory": None,
         }
         self._excluded = excluded_namespaces
+        self._kinds = workload_kinds
         self._clashes: set[str] = set()
         self.catalog = catalog
         self.expected = frozenset(expect)  # sources that must load once before /readyz is 200
@@ -43,7 +46,8 @@ class State:
         # (source, "success" | "failure") -> loads; read by the metrics (webhook/server.py)
         self.reloads: Counter[tuple[str, str]] = Counter()
         self.context = Context(
-            policies=(), catalog=catalog, excluded_namespaces=excluded_namespaces
+            policies=(), catalog=catalog, excluded_namespaces=excluded_namespaces,
+            workload_kinds=workload_kinds,
         )
 
     def expect(self, *sources: str) -> None:
@@ -69,7 +73,7 @@ class State:
             self.context = Context(
                 policies=tuple(policies), catalog=self.catalog,
                 inventory=self._parts["inventory"], namespaces=dict(self._parts["namespaces"]),
-                excluded_namespaces=self._excluded,
+                excluded_namespaces=self._excluded, workload_kinds=self._kinds,
             )
             return self.context
 
