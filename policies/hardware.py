@@ -49,6 +49,14 @@ def verdicts(
     """Each pool with the reasons it cannot take the pod; `allowed_models` lists every policy's
     `allowedModels` that applies (a model must be in all of them)."""
     need = _Need.of(view, allowed_models)
+    pools = tuple(pools)
+    if need.node_name:  # a bound pod: only its node's pool has anything to say
+        bound = [p for p in pools if need.node_name in p.node_names]
+        if not bound:
+            return [PoolVerdict(f"of node {need.node_name}", 0, "", (
+                f"spec.nodeName {need.node_name} is not a schedulable node of the inventory",))]
+        return [PoolVerdict(f"{pool.name} (node {need.node_name})", 1, describe_hardware(pool),
+                            tuple(_pool_reasons(need, pool, amounts_known))) for pool in bound]
     return [
         PoolVerdict(pool.name, len(pool.node_names), describe_hardware(pool),
                     tuple(_pool_reasons(need, pool, amounts_known)))

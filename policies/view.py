@@ -31,6 +31,17 @@ class PodView:
     def at(self, *parts: str | int) -> FieldPath:
         return (*self.prefix, *parts)
 
+    @property
+    def containers_path(self) -> FieldPath:
+        """Where a finding about the pod's containers as a whole points: `containers`, or the
+        first GPU container-like object of a kind that has no such list (KServe `model`, an
+        Argo `container`, a TrainJob's trainer)."""
+        if "containers" not in self.spec:
+            found = next((c.path for c in self.demand.containers if c.gpu), None)
+            if found is not None:
+                return found
+        return self.at("containers")
+
 
 def targeted_products(spec: Mapping[str, Any]) -> tuple[str, ...]:
     """GPU product names the pod pins itself to (nodeSelector or required affinity `In`)."""

@@ -27,5 +27,5 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
         if name in WHOLE_DEVICE and total > limit:
             yield Finding(
                 ID, f"the pod holds {total} {name} at once; at most {limit} allowed",
-                view.at("containers"),
+                view.containers_path,
             )

@@ -29,10 +29,14 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     if not rules.require_hardware_match or inventory is None or not view.demand.gpu:
         return
     allowed = context.allowed_models(view.namespace)
+    bound = view.spec.get("nodeName")
+    if isinstance(bound, str) and (node := inventory.node(bound)) is not None \
+            and node.unschedulable:
+        return  # a cordoned node joins no pool, yet the kubelet runs a pod bound to it
     if any_fits(view, inventory.pools, allowed_models=allowed):
         return
     yield Finding(ID, message(verdicts(view, inventory.pools, allowed_models=allowed)),
-                  view.at("containers"))
+                  view.containers_path)
 
 
 def message(results: list[PoolVerdict]) -> str:

@@ -43,5 +43,5 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     if "volcano-vgpu" in families and scheduler != "volcano":
         yield Finding(
             ID, "volcano.sh/vgpu-* resources need schedulerName: volcano",
-            view.at("schedulerName") if scheduler else view.at("containers"),
+            view.at("schedulerName") if scheduler else view.containers_path,
         )

@@ -32,4 +32,4 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
         families.discard("whole")  # HAMi counts GPUs with nvidia.com/gpu
     if len(families) > 1:
         modes = " and ".join(_NAMES[f] for f in sorted(families))
-        yield Finding(ID, f"the pod mixes {modes}; use one", view.at("containers"))
+        yield Finding(ID, f"the pod mixes {modes}; use one", view.containers_path)

@@ -41,5 +41,5 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
             yield Finding(
                 ID, f"aliyun.com/gpu-mem {gib} GiB cannot be spread evenly over the {cards} "
                 f"GPUs of label {ACK_CARDS}: ACK needs the same whole number of GiB on each",
-                view.at("containers"),
+                view.containers_path,
             )

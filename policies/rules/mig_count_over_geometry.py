@@ -39,5 +39,5 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
             wanted = ", ".join(f"{n}×{p}" for p, n in counts.items())
             yield Finding(
                 ID, f"{wanted} cannot be placed on the {GPUS_PER_NODE} GPUs of one "
-                f"{model.name} node", view.at("containers"),
+                f"{model.name} node", view.containers_path,
             )

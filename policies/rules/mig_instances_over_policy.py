@@ -27,5 +27,5 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     if total > mig.max_instances_per_pod:
         yield Finding(
             ID, f"the pod holds {total} MIG instances; at most {mig.max_instances_per_pod} "
-            "allowed", view.at("containers"),
+            "allowed", view.containers_path,
         )

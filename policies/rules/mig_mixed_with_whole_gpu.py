@@ -39,5 +39,5 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
              else "only a node in mixed MIG strategy with GPUs out of MIG mode can run it")
     yield Finding(
         ID, f"the pod asks for nvidia.com/gpu and {', '.join(mig)}: {where}",
-        view.at("containers"),
+        view.containers_path,
     )

@@ -40,7 +40,7 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
                 ID, f"aliyun.com/gpu-mem {gib} GiB (summed over the pod's containers){spread} "
                 f"is more than {'one' if cards == 1 else 'each'} {model.name} has "
                 f"({model.memory_mib / 1024:.1f} GiB)",
-                view.at("containers"),
+                view.containers_path,
             )
         for container in view.demand.containers:
             for name in PER_CONTAINER_MB:

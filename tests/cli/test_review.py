@@ -64,7 +64,8 @@ def test_review_output(tmp_path: Path, text: str, args: list[str], code: int,
     assert got == expect
     for r in results:
         assert set(r) == {"kind", "name", "namespace", "allowed", "patch", "mutated",
-                          "violations", "warnings"}
+                          "violations", "warnings", "skipped", "notes"}
+        assert r["skipped"] is None and r["notes"] == []
 
 
 def test_review_reads_stdin() -> None:

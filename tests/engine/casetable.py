@@ -3,9 +3,11 @@ tests (review, lint, the webhook, the audit), so all of them are held to the sam
 
 A case file has optional `policies:` (name -> GPUPolicy spec) and `cases:`. A case gives the
 object either whole (`object:`) or as a pod shorthand (`pod:`, wrapped into `kind:` when given),
-the policies by name (`defaults` = the bundled ones), `inventory: cluster` for the fixture nodes,
-`namespace`, and `expect`: `allowed`, the exact set of `rules` violated, and `mutated` (JSON
-pointer -> value in the object after mutation; null means absent). `ref` names the row of
+the policies by name (`defaults` = the bundled ones), `inventory: NAME` for the fixture nodes
+of tests/engine/fixtures/NAME.yaml (`cluster`: nodes.yaml),
+`namespace`, and `expect`: `allowed`, the exact set of `rules` violated, `mutated` (JSON
+pointer -> value in the object after mutation; null means absent) and `skipped` (the object is
+reported as not reviewed). `ref` names the row of
 reference/gpu-ecosystem.md §7 the case comes from.
 """
 
@@ -47,6 +49,7 @@ class Case:
     mutated: dict[str, Any] = field(default_factory=dict)
     ref: str = ""
     source: str = ""
+    skipped: bool = False  # the engine reports the object as not reviewed (an unlisted kind)
 
 
 @cache
@@ -54,11 +57,16 @@ def _catalog() -> Any:
     return load_catalog()
 
 
+def inventory_file(name: str) -> Path:
+    path = NODES if name == "cluster" else HERE / "fixtures" / f"{name}.yaml"
+    if not path.is_file():
+        raise ValueError(f"unknown inventory {name!r}")
+    return path
+
+
 @cache
 def _inventory(name: str) -> Inventory:
-    if name != "cluster":
-        raise ValueError(f"unknown inventory {name!r}")
-    return load_inventory(NODES, _catalog())
+    return load_inventory(inventory_file(name), _catalog())
 
 
 @cache
@@ -99,6 +107,7 @@ def load_cases() -> list[Case]:
                 mutated=expect.get("mutated") or {},
                 ref=str(raw.get("ref", "")),
                 source=path.name,
+                skipped=bool(expect.get("skipped", False)),
             ))
     return cases
 

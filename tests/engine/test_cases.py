@@ -19,6 +19,7 @@ def test_case(case: Case) -> None:
     rules = {v.rule for v in decision.violations}
     assert rules == case.rules, [v.describe() for v in decision.violations]
     assert decision.allowed is case.allowed, [v.describe() for v in decision.violations]
+    assert bool(decision.skipped) is case.skipped, decision.skipped
     for pointer, value in case.mutated.items():
         assert pointer_get(decision.mutated, pointer) == value, pointer
     # The patch is exactly the difference between the object and its mutated form...

@@ -81,7 +81,7 @@ def case_servers(tls_dir: Path, tmp_path_factory: pytest.TempPathFactory
                  ) -> Iterator[dict[str | None, CaseServer]]:
     servers: dict[str | None, CaseServer] = {}
     try:
-        for inventory in (None, "cluster"):
+        for inventory in sorted({c.inventory for c in CASES}, key=lambda i: i or ""):
             work = tmp_path_factory.mktemp(f"cases-{inventory or 'none'}")
             # A server never runs with no policy at all (that is a source error): start with
             # the bundled ones.
@@ -95,7 +95,7 @@ def case_servers(tls_dir: Path, tmp_path_factory: pytest.TempPathFactory
                     "--policies", str(work / "policies"), "--namespaces", str(namespaces),
                     "--exclude-namespace", "kube-system", "--reload-interval", "0.1"]
             if inventory:
-                args += ["--inventory", str(casetable.NODES)]
+                args += ["--inventory", str(casetable.inventory_file(inventory))]
             servers[inventory] = CaseServer(harness.start(args, work, ca=tls_dir / "ca.crt"), work)
         yield servers
     finally:
