@@ -19,8 +19,12 @@ from celpy.evaluation import CELEvalError
 
 from policies.context import Context
 from policies.engine import review
-from policies.resources import _FIXED, classify  # _FIXED: the engine's table of known names
-from policies.workloads import WORKLOAD_KINDS, pod_specs
+from policies.resources import (  # _FIXED: the engine's table of known names
+    _FIXED,
+    classify,
+    iter_containers,
+)
+from policies.workloads import WORKLOAD_KINDS, carriers
 from tests.chart.helm import render, webhooks
 from tests.chart.test_webhooks import KIND_RESOURCES
 from webhook.sources import load_catalog, load_policies
@@ -31,9 +35,9 @@ _PROGRAMS: dict[str, Any] = {}
 
 def _hook_for(obj: dict[str, Any], values: str = "default") -> dict[str, Any]:
     kind = obj["kind"]
-    group = obj["apiVersion"].rpartition("/")[0]
-    key = f"{group}/{kind}" if f"{group}/{kind}" in KIND_RESOURCES else kind
-    group, resource = ("", "pods") if kind == "Pod" else KIND_RESOURCES[key]
+    found = WORKLOAD_KINDS.find(obj)
+    assert found is not None, kind
+    group, resource = ("", "pods") if kind == "Pod" else KIND_RESOURCES[found.key]
     hooks = webhooks(render(values), "ValidatingWebhookConfiguration")
     return next(h for h in hooks.values() for r in h["rules"]
                 if group in r["apiGroups"] and resource in r["resources"])
@@ -59,18 +63,23 @@ def matches(obj: dict[str, Any]) -> bool:
 
 def gpu_related(obj: dict[str, Any]) -> bool:
     """The engine's view: a known accelerator resource, or NVIDIA_VISIBLE_DEVICES, anywhere."""
-    for _, spec in pod_specs(obj):
-        for key in ("containers", "initContainers"):
-            for container in spec.get(key) or []:
-                if not isinstance(container, dict):
-                    continue
-                resources = container.get("resources") or {}
-                names = [*(resources.get("requests") or {}), *(resources.get("limits") or {})]
-                if any(classify(n) is not None for n in names):
+    for carrier in carriers(obj, WORKLOAD_KINDS):
+        fields = {s.location: s for s in carrier.kind.containers}
+        for path, role, container in iter_containers(carrier.spec, (), carrier.kind.containers):
+            if role == "ephemeral":
+                continue
+            slot = fields.get(tuple(str(p) for p in path))
+            if slot is not None and slot.gpu_field:
+                gpu = container.get(slot.gpu_field)
+                if isinstance(gpu, dict) and classify(str(gpu.get("name"))) is not None:
                     return True
-                if any(isinstance(e, dict) and e.get("name") == "NVIDIA_VISIBLE_DEVICES"
-                       for e in container.get("env") or []):
-                    return True
+            resources = container.get(slot.resources_field if slot else "resources") or {}
+            names = [*(resources.get("requests") or {}), *(resources.get("limits") or {})]
+            if any(classify(n) is not None for n in names):
+                return True
+            if any(isinstance(e, dict) and e.get("name") == "NVIDIA_VISIBLE_DEVICES"
+                   for e in container.get("env") or []):
+                return True
     return False
 
 
@@ -156,6 +165,22 @@ def test_match_condition(obj: dict[str, Any], expected: bool) -> None:
     assert gpu_related(obj) is expected  # the oracle agrees on the table
 
 
+def _gpu_cases() -> list[Any]:
+    from policies.engine import review
+    from tests.engine.casetable import context_for, load_cases
+
+    return [c for c in load_cases() if not c.skipped and WORKLOAD_KINDS.find(c.object)
+            and review(c.object, context_for(c), namespace=c.namespace).gpu]
+
+
+@pytest.mark.parametrize("case", _gpu_cases(), ids=lambda c: c.id)
+def test_every_gpu_object_of_the_engine_case_table_is_sent(case: Any) -> None:
+    """Carriers whose GPU is not in a pod spec's containers (KServe `model`, TrainJob
+    `resourcesPerNode`, Argo `container`, Spark `gpu`, NIMService `spec.resources`) and KAI
+    share annotations reach the webhook too."""
+    assert matches(case.object), case.id
+
+
 def test_every_known_accelerator_resource_is_matched() -> None:
     names = [*_FIXED, "nvidia.com/mig-3g.40gb", "amd.com/cpx_nps4"]
     missed = [n for n in names if not matches({"apiVersion": "v1", "kind": "Pod", "spec":
@@ -175,9 +200,7 @@ def _corpus_objects(corpus: Path) -> Iterator[tuple[str, dict[str, Any]]]:
             items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
             for item in items or []:
                 if (isinstance(item, dict) and isinstance(item.get("apiVersion"), str)
-                        and (item.get("kind") in WORKLOAD_KINDS
-                             or f"{item['apiVersion'].rpartition('/')[0]}/{item.get('kind')}"
-                             in WORKLOAD_KINDS)):
+                        and WORKLOAD_KINDS.find(item) is not None):
                     yield str(path.relative_to(corpus)), item
 
 

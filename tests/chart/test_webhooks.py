@@ -7,37 +7,15 @@ from typing import Any
 import pytest
 import yaml
 
-from policies.workloads import WORKLOAD_KINDS
+from policies.workloads import WORKLOAD_KINDS, parse_kind_table
 from tests.chart.helm import CHART, CI_VALUES, one, render, webhooks
 
 MUTATING = "MutatingWebhookConfiguration"
 VALIDATING = "ValidatingWebhookConfiguration"
 
 # Kind (as keyed in policies/workloads.py) -> (API group, resource) the webhook rules must cover.
-KIND_RESOURCES = {
-    "PodTemplate": ("", "podtemplates"),
-    "Deployment": ("apps", "deployments"),
-    "ReplicaSet": ("apps", "replicasets"),
-    "StatefulSet": ("apps", "statefulsets"),
-    "DaemonSet": ("apps", "daemonsets"),
-    "ReplicationController": ("", "replicationcontrollers"),
-    "Job": ("batch", "jobs"),
-    "CronJob": ("batch", "cronjobs"),
-    "PyTorchJob": ("kubeflow.org", "pytorchjobs"),
-    "TFJob": ("kubeflow.org", "tfjobs"),
-    "MPIJob": ("kubeflow.org", "mpijobs"),
-    "XGBoostJob": ("kubeflow.org", "xgboostjobs"),
-    "PaddleJob": ("kubeflow.org", "paddlejobs"),
-    "JAXJob": ("kubeflow.org", "jaxjobs"),
-    "RayCluster": ("ray.io", "rayclusters"),
-    "RayJob": ("ray.io", "rayjobs"),
-    "RayService": ("ray.io", "rayservices"),
-    "JobSet": ("jobset.x-k8s.io", "jobsets"),
-    "LeaderWorkerSet": ("leaderworkerset.x-k8s.io", "leaderworkersets"),
-    "batch.volcano.sh/Job": ("batch.volcano.sh", "jobs"),
-    "Rollout": ("argoproj.io", "rollouts"),
-    "InferenceService": ("serving.kserve.io", "inferenceservices"),
-}
+# Every kind of the engine's bundled table but Pod (which has its own webhook), by group/kind.
+KIND_RESOURCES = {k.key: (k.group, k.resource) for k in WORKLOAD_KINDS.kinds if k.kind != "Pod"}
 
 
 def _all_hooks(values: str) -> list[tuple[str, dict[str, Any]]]:
@@ -98,7 +76,6 @@ def _covered(hooks: dict[str, dict[str, Any]], operations: list[str]) -> set[tup
 
 
 def test_validation_covers_pods_and_every_workload_kind_of_the_engine() -> None:
-    assert set(KIND_RESOURCES) | {"Pod"} == set(WORKLOAD_KINDS), "update KIND_RESOURCES"
     covered = _covered(webhooks(render(), VALIDATING), ["CREATE", "UPDATE"])
     assert ("", "pods") in covered
     assert set(KIND_RESOURCES.values()) <= covered
@@ -129,8 +106,13 @@ def test_match_condition_paths_follow_the_engine_table(kind: str) -> None:
     group, resource = KIND_RESOURCES[kind]
     entry = next(e for e in values["webhooks"]["workloadKinds"]
                  if group in e["apiGroups"] and resource in e["resources"])
-    for location in WORKLOAD_KINDS[kind]:
+    table = next(k for k in WORKLOAD_KINDS.kinds if k.key == kind)
+    for location in table.locations:
         assert _dot(location) in entry["podSpecPaths"], (kind, location)
+    # The chart's list, read as the server reads it, gives the kind what the engine has.
+    [read] = [k for k in parse_kind_table([entry], "values", base=WORKLOAD_KINDS).kinds
+              if k.key == kind]
+    assert read.containers == table.containers and read.pod_fields == table.pod_fields, kind
     hook = webhooks(render(), VALIDATING)[f"{entry['name']}.workloads.validate.gpupolicy.io"]
     expression = hook["matchConditions"][0]["expression"]
     for path in entry["podSpecPaths"]:

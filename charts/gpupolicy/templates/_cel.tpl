@@ -5,40 +5,64 @@ NVIDIA_VISIBLE_DEVICES, in any of its pod specs. Every step is guarded with has(
 match condition would refuse the request under failurePolicy Fail.
 */}}
 
-{{/* A container `c` that makes an object GPU-related. */}}
+{{/*
+A container-like object at CEL expression `.c` that makes an object GPU-related: its
+ResourceRequirements (field `.rf`, default `resources`) or, for Spark, `.gf: {name, quantity}`.
+*/}}
 {{- define "gpupolicy.cel.container" -}}
 {{- $alts := list -}}
-{{- range .Values.webhooks.gpuResourcePrefixes -}}
+{{- range .root.Values.webhooks.gpuResourcePrefixes -}}
 {{- $alts = append $alts (regexQuoteMeta .) -}}
 {{- end -}}
-(has(c.resources) && [has(c.resources.requests) ? c.resources.requests : {}, has(c.resources.limits) ? c.resources.limits : {}].exists(m, m.exists(r, r.matches(r'^({{ join "|" $alts }})')))) || (has(c.env) && c.env.exists(e, e.name == 'NVIDIA_VISIBLE_DEVICES'))
+{{- $re := printf "r'^(%s)'" (join "|" $alts) -}}
+{{- $r := printf "%s.%s" .c (.rf | default "resources") -}}
+(has({{ $r }}) && [has({{ $r }}.requests) ? {{ $r }}.requests : {}, has({{ $r }}.limits) ? {{ $r }}.limits : {}].exists(m, m.exists(r, r.matches({{ $re }})))) || (has({{ .c }}.env) && {{ .c }}.env.exists(e, e.name == 'NVIDIA_VISIBLE_DEVICES'))
+{{- if .gf }} || (has({{ .c }}.{{ .gf }}) && has({{ .c }}.{{ .gf }}.name) && {{ .c }}.{{ .gf }}.name.matches({{ $re }})){{ end }}
 {{- end -}}
 
-{{/* A pod spec at CEL expression `.ps`: its containers and init containers. */}}
+{{/*
+A pod spec at CEL expression `.ps`: its containers and init containers, the container-like
+`.slots` of its kind (workloadKinds[].containerPaths), and the KAI Scheduler share annotations
+in the metadata beside it.
+*/}}
 {{- define "gpupolicy.cel.podSpec" -}}
-((has({{ .ps }}.containers) ? {{ .ps }}.containers : []) + (has({{ .ps }}.initContainers) ? {{ .ps }}.initContainers : [])).exists(c, {{ include "gpupolicy.cel.container" .root }})
+((has({{ .ps }}.containers) ? {{ .ps }}.containers : []) + (has({{ .ps }}.initContainers) ? {{ .ps }}.initContainers : [])).exists(c, {{ include "gpupolicy.cel.container" (dict "c" "c" "root" .root) }})
+{{- $ps := .ps -}}
+{{- $root := .root -}}
+{{- range $i, $slot := .slots -}}
+{{- $s := kindIs "string" $slot | ternary (dict "path" $slot) $slot -}}
+{{- $path := eq $s.path "." | ternary list (splitList "." $s.path) }} || ({{ include "gpupolicy.cel.walk" (dict "expr" $ps "path" $path "depth" (add 10 (mul 10 $i)) "root" $root "slot" $s) }})
+{{- end -}}
+{{- if hasSuffix ".spec" .ps -}}
+{{- $meta := printf "%s.metadata" (trimSuffix ".spec" .ps) }} || (has({{ $meta }}) && has({{ $meta }}.annotations) && ['gpu-fraction', 'gpu-memory'].exists(a, a in {{ $meta }}.annotations))
+{{- end -}}
 {{- end -}}
 
 {{/*
 Walk a dot path (`spec.template.spec`, `*` = every map value, `name[]` = every list item) from
-CEL expression `.expr`, guarding each step, and test the pod spec at its end.
+CEL expression `.expr`, guarding each step, and test what is at its end: a pod spec, or the
+container-like `.slot` when given.
 */}}
 {{- define "gpupolicy.cel.walk" -}}
 {{- if not .path -}}
-{{ include "gpupolicy.cel.podSpec" (dict "ps" .expr "root" .root) }}
+{{- if .slot -}}
+{{ include "gpupolicy.cel.container" (dict "c" .expr "rf" .slot.resourcesField "gf" .slot.gpuField "root" .root) }}
+{{- else -}}
+{{ include "gpupolicy.cel.podSpec" (dict "ps" .expr "slots" .slots "root" .root) }}
+{{- end -}}
 {{- else -}}
 {{- $head := first .path -}}
 {{- $rest := rest .path -}}
 {{- if eq $head "*" -}}
 {{- $k := printf "k%d" (int .depth) -}}
-{{ .expr }}.exists({{ $k }}, {{ include "gpupolicy.cel.walk" (dict "expr" (printf "%s[%s]" .expr $k) "path" $rest "depth" (add1 .depth) "root" .root) }})
+{{ .expr }}.exists({{ $k }}, {{ include "gpupolicy.cel.walk" (dict "expr" (printf "%s[%s]" .expr $k) "path" $rest "depth" (add1 .depth) "root" .root "slot" .slot "slots" .slots) }})
 {{- else if hasSuffix "[]" $head -}}
 {{- $field := printf "%s.%s" .expr (trimSuffix "[]" $head) -}}
 {{- $i := printf "i%d" (int .depth) -}}
-has({{ $field }}) && {{ $field }}.exists({{ $i }}, {{ include "gpupolicy.cel.walk" (dict "expr" $i "path" $rest "depth" (add1 .depth) "root" .root) }})
+has({{ $field }}) && {{ $field }}.exists({{ $i }}, {{ include "gpupolicy.cel.walk" (dict "expr" $i "path" $rest "depth" (add1 .depth) "root" .root "slot" .slot "slots" .slots) }})
 {{- else -}}
 {{- $next := printf "%s.%s" .expr $head -}}
-has({{ $next }}) && ({{ include "gpupolicy.cel.walk" (dict "expr" $next "path" $rest "depth" .depth "root" .root) }})
+has({{ $next }}) && ({{ include "gpupolicy.cel.walk" (dict "expr" $next "path" $rest "depth" .depth "root" .root "slot" .slot "slots" .slots) }})
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -47,7 +71,7 @@ has({{ $next }}) && ({{ include "gpupolicy.cel.walk" (dict "expr" $next "path" $
 {{- define "gpupolicy.matchConditions" -}}
 {{- $terms := list -}}
 {{- range .paths -}}
-{{- $terms = append $terms (printf "(%s)" (include "gpupolicy.cel.walk" (dict "expr" "object" "path" (splitList "." .) "depth" 0 "root" $.root))) -}}
+{{- $terms = append $terms (printf "(%s)" (include "gpupolicy.cel.walk" (dict "expr" "object" "path" (splitList "." .) "depth" 0 "root" $.root "slots" $.slots))) -}}
 {{- end -}}
 matchConditions:
   - name: gpu-related

@@ -45,6 +45,8 @@ spec:
         {{- else }}
         checksum/tls: {{ printf "%s/%s/%s" .Values.certs.mode (include "gpupolicy.tlsSecretName" .) .Values.certs.caBundle | sha256sum }}
         {{- end }}
+        # The server reads the workload kinds once, at start.
+        checksum/workload-kinds: {{ toJson .Values.webhooks.workloadKinds | sha256sum }}
         {{- with .Values.podAnnotations }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
@@ -110,6 +112,7 @@ spec:
             - --tls-cert=/certs/tls.crt
             - --tls-key=/certs/tls.key
             - --policies=/policies
+            - --workload-kinds=/etc/gpupolicy/workload-kinds.yaml
             - --workers={{ .Values.workers }}
             - --threads={{ .Values.threads }}
             - --log-level={{ .Values.logLevel }}
@@ -170,6 +173,9 @@ spec:
             - name: policies
               mountPath: /policies
               readOnly: true
+            - name: workload-kinds
+              mountPath: /etc/gpupolicy
+              readOnly: true
             # The root filesystem is read-only: gunicorn's worker heartbeat files and the
             # Prometheus multiprocess files go here.
             - name: tmp
@@ -186,6 +192,9 @@ spec:
         - name: policies
           configMap:
             name: {{ $fullname }}-policies
+        - name: workload-kinds
+          configMap:
+            name: {{ $fullname }}-workload-kinds
         - name: tmp
           emptyDir:
             medium: Memory

@@ -20,7 +20,7 @@ webhook configurations to webhooks, so this always works.
       operations: {{ toJson .operations }}
       scope: Namespaced
   {{- if .matchConditions }}
-  {{- include "gpupolicy.matchConditions" (dict "root" .root "paths" .kind.podSpecPaths "notControlled" (eq .verb "mutate") "specChanged" (eq .verb "validate")) | nindent 2 }}
+  {{- include "gpupolicy.matchConditions" (dict "root" .root "paths" .kind.podSpecPaths "slots" .kind.containerPaths "notControlled" (eq .verb "mutate") "specChanged" (eq .verb "validate")) | nindent 2 }}
   {{- end }}
 {{- end }}
 {{- define "gpupolicy.webhookCommon" -}}
