@@ -33,6 +33,9 @@ class PoolVerdict:
     nodes: int
     model: str
     reasons: tuple[str, ...]
+    # The pool advertises some accelerator resource the pod asks for: among pools failing as
+    # many checks, these are the closer ones.
+    relevant: bool = True
 
     @property
     def fits(self) -> bool:
@@ -59,9 +62,14 @@ def verdicts(
                             tuple(_pool_reasons(need, pool, amounts_known))) for pool in bound]
     return [
         PoolVerdict(pool.name, len(pool.node_names), describe_hardware(pool),
-                    tuple(_pool_reasons(need, pool, amounts_known)))
+                    tuple(_pool_reasons(need, pool, amounts_known)), _relevant(need, pool))
         for pool in pools
     ]
+
+
+def _relevant(need: _Need, pool: Pool) -> bool:
+    asked = [n for n, v in need.totals.items() if v > 0 and classify(n) is not None]
+    return not asked or any(pool.allocatable.get(n, 0) > 0 for n in asked)
 
 
 def any_fits(
@@ -73,10 +81,12 @@ def any_fits(
 
 
 def closest(results: Sequence[PoolVerdict], limit: int = 3) -> tuple[list[PoolVerdict], int]:
-    """The failing pools that failed the fewest checks (at most `limit`, in inventory order
-    among equals), and how many other pools fail too: what an admission message can carry."""
+    """The failing pools that failed the fewest checks (at most `limit`; among equals those
+    with a resource the pod asks for, then inventory order), and how many other pools fail
+    too: what an admission message can carry."""
     failing = [v for v in results if not v.fits]
-    ranked = sorted(range(len(failing)), key=lambda i: (len(failing[i].reasons), i))[:limit]
+    ranked = sorted(range(len(failing)), key=lambda i: (
+        len(failing[i].reasons), not failing[i].relevant, i))[:limit]
     return [failing[i] for i in sorted(ranked)], len(failing) - len(ranked)
 
 

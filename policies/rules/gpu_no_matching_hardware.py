@@ -44,6 +44,6 @@ def message(results: list[PoolVerdict]) -> str:
     if not shown:
         return "no node can run this pod: the inventory has no nodes"
     detail = "; ".join(v.describe() for v in shown)
-    more = (f" ({rest} other pool{'s' * (rest != 1)} fail{'s' * (rest == 1)} on more checks; "
+    more = (f" ({rest} other pool{'s' * (rest != 1)} fail{'s' * (rest == 1)} too; "
             "gpupolicy explain lists every pool)") if rest else ""
     return f"no node can run this pod: {detail}{more}"

@@ -273,7 +273,7 @@ def test_inventory_option(tmp_path: Path, inventory: tuple[str, ...], rules: lis
         assert (findings[0]["line"], findings[0]["path"]) == (5, "spec.containers")
         # The closest pools (fewest failed checks) are named, the others counted.
         assert "pool a100-mig" in findings[0]["message"]
-        assert "2 other pools fail on more checks" in findings[0]["message"]
+        assert "2 other pools fail too" in findings[0]["message"]
 
 
 def test_a_mutation_is_credited_to_the_policy_that_made_it(tmp_path: Path) -> None:
