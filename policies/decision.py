@@ -102,9 +102,12 @@ class Decision:
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """Admission warnings: Warn-mode breaches and advice; Audit mode stays silent."""
-        return tuple(
-            v.describe() for v in self.violations if not v.denies and v.mode != "Audit"
+        """Admission warnings: Warn-mode breaches and advice (Audit mode stays silent), then
+        what the decision could not do: an object not reviewed, an injection left out."""
+        return (
+            *(v.describe() for v in self.violations if not v.denies and v.mode != "Audit"),
+            *((f"not reviewed: {self.skipped}",) if self.skipped else ()),
+            *self.notes,
         )
 
     @property

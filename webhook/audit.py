@@ -61,6 +61,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         source: Source = (FileSource(args.paths) if args.paths
                           else LiveSource.connect(args.kubeconfig, args.context, args.page_size))
         context = build_context(args, source, warn)
+        if isinstance(source, FileSource):
+            source.kinds = context.workload_kinds
         progress = Progress(stderr, enabled=_progress_on(args.progress, stderr))
         collector = audit(source, context, progress, passes=args.report_passes)
     except (ClusterError, sources.SourceError, PolicyLoadError) as exc:

@@ -16,7 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from policies.paths import FieldPath
-from policies.workloads import locations_for
+from policies.workloads import WORKLOAD_KINDS, KindTable, locations_for, unlisted_pod_template
 from webhook import sources, yamlpos
 from webhook.cluster import ClusterError, api_client, list_all
 from webhook.cluster_sources import GROUP, PLURAL, VERSION, node_facts
@@ -57,6 +57,16 @@ CUSTOM = (
     ("Job", "batch.volcano.sh", ("v1alpha1",), "jobs"),
     ("Rollout", "argoproj.io", ("v1alpha1",), "rollouts"),
     ("InferenceService", "serving.kserve.io", ("v1beta1",), "inferenceservices"),
+    ("Notebook", "kubeflow.org", ("v1", "v1beta1"), "notebooks"),
+    ("TrainJob", "trainer.kubeflow.org", ("v1alpha1",), "trainjobs"),
+    ("Workflow", "argoproj.io", ("v1alpha1",), "workflows"),
+    ("WorkflowTemplate", "argoproj.io", ("v1alpha1",), "workflowtemplates"),
+    ("CronWorkflow", "argoproj.io", ("v1alpha1",), "cronworkflows"),
+    ("Service", "serving.knative.dev", ("v1",), "services"),
+    ("SparkApplication", "sparkoperator.k8s.io", ("v1beta2",), "sparkapplications"),
+    ("ScheduledSparkApplication", "sparkoperator.k8s.io", ("v1beta2",),
+     "scheduledsparkapplications"),
+    ("NIMService", "apps.nvidia.com", ("v1alpha1",), "nimservices"),
 )
 # Groups a cluster serves the built-in kinds under, old manifests included (extensions/v1beta1)
 _BUILT_IN_GROUPS = {"", "apps", "extensions", "batch"}
@@ -173,6 +183,7 @@ class FileSource:
             self.files.extend(sources.manifest_files(Path(path)))  # raises SourceError
         self.unreadable: dict[str, str] = {}  # file -> why
         self.problems: list[tuple[str, yamlpos.SyntaxProblem]] = []
+        self.kinds: KindTable = WORKLOAD_KINDS  # the audit sets the one --workload-kinds gave
 
     def _objects(self, file: Path) -> list[dict[str, Any]]:
         try:
@@ -213,5 +224,9 @@ class FileSource:
                 for prefix, obj in item.objects():
                     if audited_kind(obj):
                         yield str(obj["kind"]), [(obj, _locator(str(file), item, prefix))]
+                    elif why := unlisted_pod_template(obj, self.kinds):
+                        meta = obj.get("metadata")
+                        name = meta.get("name") if isinstance(meta, dict) else None
+                        unavailable[f"{file}: {obj.get('kind')}/{name or '?'}"] = why
         for name, why in sorted(self.unreadable.items()):
             unavailable[f"file {name}"] = why
