@@ -110,12 +110,10 @@ BUNDLED: list[dict[str, Any]] = [
      "resource": "llminferenceservices",
      "podSpecPaths": ["spec.template", "spec.worker", "spec.prefill.template",
                       "spec.prefill.worker"]},
-    # Serving runtimes: the pod spec the InferenceServices that use them start from.
+    # A serving runtime: the pod spec the InferenceServices that use it start from. (The
+    # cluster-scoped ClusterServingRuntime is left out: no namespace's policies govern it.)
     {"kind": "ServingRuntime", "apiGroup": "serving.kserve.io", "resource": "servingruntimes",
      "podSpecPaths": ["spec"], "podFields": ["tolerations", "nodeSelector", "affinity"]},
-    {"kind": "ClusterServingRuntime", "apiGroup": "serving.kserve.io",
-     "resource": "clusterservingruntimes", "podSpecPaths": ["spec"],
-     "podFields": ["tolerations", "nodeSelector", "affinity"]},
     {"kind": "Service", "apiGroup": "serving.knative.dev", "resource": "services",
      "podSpecPaths": ["spec.template.spec"]},
     {"kind": "Configuration", "apiGroup": "serving.knative.dev", "resource": "configurations",
