@@ -81,13 +81,13 @@ def any_fits(
 
 
 def closest(results: Sequence[PoolVerdict], limit: int = 3) -> tuple[list[PoolVerdict], int]:
-    """The failing pools that failed the fewest checks (at most `limit`; among equals those
-    with a resource the pod asks for, then inventory order), and how many other pools fail
-    too: what an admission message can carry."""
+    """The failing pools that failed the fewest checks, closest first (at most `limit`; among
+    equals those with a resource the pod asks for, then inventory order), and how many other
+    pools fail too: what an admission message can carry."""
     failing = [v for v in results if not v.fits]
     ranked = sorted(range(len(failing)), key=lambda i: (
         len(failing[i].reasons), not failing[i].relevant, i))[:limit]
-    return [failing[i] for i in sorted(ranked)], len(failing) - len(ranked)
+    return [failing[i] for i in ranked], len(failing) - len(ranked)
 
 
 def describe_hardware(pool: Pool) -> str:

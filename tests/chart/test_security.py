@@ -41,7 +41,7 @@ def test_server_role_is_only_what_serve_watches() -> None:
 
 def _audit_reads() -> set[tuple[str, str]]:
     """(group, resource) of every list `gpupolicy audit` makes (webhook/audit_sources.py)."""
-    reads = {KIND_RESOURCES[kind] for kind, _, _, _ in BUILT_IN}
+    reads = {KIND_RESOURCES[f"{api.rpartition('/')[0]}/{kind}"] for kind, api, _, _ in BUILT_IN}
     reads |= {(group, plural) for _, group, _, plural in CUSTOM}
     assert PODS[0] == "Pod"
     return reads | {("", "pods"), ("", "nodes"), ("", "namespaces"),

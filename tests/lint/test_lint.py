@@ -272,7 +272,7 @@ def test_inventory_option(tmp_path: Path, inventory: tuple[str, ...], rules: lis
     if rules:
         assert (findings[0]["line"], findings[0]["path"]) == (5, "spec.containers")
         # The closest pools (fewest failed checks) are named, the others counted.
-        assert "pool a100-mig" in findings[0]["message"]
+        assert "pool t4: not enough nvidia.com/gpu" in findings[0]["message"]
         assert "2 other pools fail too" in findings[0]["message"]
 
 

@@ -100,5 +100,5 @@ test is kept so the condition never misses what the pod condition would catch.
 {{- define "gpupolicy.matchConditions.ephemeral" -}}
 matchConditions:
   - name: gpu-related-debug-container
-    expression: {{ printf "has(object.spec) && has(object.spec.ephemeralContainers) && object.spec.ephemeralContainers.exists(c, %s)" (include "gpupolicy.cel.container" .) | quote }}
+    expression: {{ printf "has(object.spec) && has(object.spec.ephemeralContainers) && object.spec.ephemeralContainers.exists(c, %s)" (include "gpupolicy.cel.container" (dict "c" "c" "root" .)) | quote }}
 {{- end -}}
