@@ -45,7 +45,7 @@ def _v(name: str, reasons: int, relevant: bool = True) -> PoolVerdict:
     ([_v("a", 2), _v("b", 1), _v("c", 3), _v("d", 1), _v("e", 1)], ["b", "d", "e"], 2),
     # among equals, a pool with none of the asked resources comes last
     ([_v("cpu", 1, False), _v("a", 1), _v("b", 1), _v("c", 1)], ["a", "b", "c"], 1),
-    ([_v("a", 2), _v("fits", 0), _v("b", 1)], ["a", "b"], 0),
+    ([_v("a", 2), _v("fits", 0), _v("b", 1)], ["b", "a"], 0),  # closest first
 ])
 def test_closest(verdicts: list[PoolVerdict], shown: list[str], rest: int) -> None:
     picked, others = closest(verdicts)
