@@ -57,6 +57,10 @@ class GPUModel:
         return None
 
 
+# GPUs of the largest common board (HGX/DGX): what one node holds when nothing says more.
+GPUS_PER_NODE = 8
+
+
 def _strip_suffixes(name: str) -> str:
     # GFD appends `-SHARED` after any `-MIG-<profile>`, so drop it first.
     if name.endswith("-shared"):

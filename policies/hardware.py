@@ -13,11 +13,11 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from policies.catalog import Catalog, GPUModel
+from policies.catalog import GPUS_PER_NODE, Catalog, GPUModel
 from policies.inventory import PER_NODE_LABELS, Pool
 from policies.mig import fits
 from policies.quantity import Number
-from policies.resources import FractionRequest, classify, mig_profile
+from policies.resources import MEMORY_MB, FractionRequest, classify, mig_profile
 from policies.selectors import node_affinity_matches, node_selector_matches, untolerated
 from policies.view import PodView
 
@@ -130,7 +130,7 @@ class _Need:
     totals: Mapping[str, Number]
     mig: Mapping[str, int]
     gpushare_gib: Number
-    hami_mb: tuple[tuple[str, Number], ...]  # (container, MB per GPU)
+    memory_mb: tuple[tuple[str, str, Number], ...]  # (container, resource, MB of one GPU)
     tolerations: tuple[Mapping[str, Any], ...]
     most_gpus_in_a_container: Number
     node_name: str = ""
@@ -157,8 +157,8 @@ class _Need:
             if "mig" in demand.present else {},
             gpushare_gib=sum(c.amount("aliyun.com/gpu-mem") for c in app)
             if "gpushare" in demand.present else 0,
-            hami_mb=tuple((c.name, c.amount("nvidia.com/gpumem"))
-                          for c in demand.containers if "nvidia.com/gpumem" in c.amounts),
+            memory_mb=tuple((c.name, name, c.amount(name)) for c in demand.containers
+                            for name in MEMORY_MB if name in c.amounts),
             tolerations=tuple(_list(view.spec.get("tolerations"))),
             most_gpus_in_a_container=max(
                 (c.amount("nvidia.com/gpu") for c in demand.containers), default=0),
@@ -180,7 +180,7 @@ def catalog_pools(catalog: Catalog) -> tuple[Pool, ...]:
     return tuple(
         Pool(name=model.name, node_names=(model.name,),
              labels={PRODUCT: model.name, "nvidia.com/gpu.memory": str(model.memory_mib)},
-             taints=(), allocatable={}, model=model, product=model.name, gpu_count=8,
+             taints=(), allocatable={}, model=model, product=model.name, gpu_count=GPUS_PER_NODE,
              mig_strategy="mixed" if model.mig_capable else "")
         for model in catalog.models
     )
@@ -299,9 +299,9 @@ def _shared_memory(need: _Need, pool: Pool) -> Iterator[str]:
             yield f"aliyun.com/gpu-mem {each} does not fit on {where} ({float(device):.1f} GiB)"
     model = pool.model
     if model is not None:
-        for name, mb in need.hami_mb:
+        for container, name, mb in need.memory_mb:
             if mb > model.memory_mib:
-                yield (f"nvidia.com/gpumem {mb} MB of container {name!r} is more "
+                yield (f"{name} {mb} MB of container {container!r} is more "
                        f"than one {model.name} has ({model.memory_mib} MiB)")
 
 

@@ -59,6 +59,8 @@ _FIXED: dict[str, Resource] = {
 }
 
 WHOLE_DEVICE = frozenset(n for n, r in _FIXED.items() if r.family == "whole")
+# Shared-GPU memory asked per container, in MB of one GPU (HAMi, Volcano vGPU and gpushare).
+MEMORY_MB = tuple(n for n, r in _FIXED.items() if r.unit == "MB")
 SHARED_FAMILIES: frozenset[Family] = frozenset(
     {"gpushare", "hami", "volcano-vgpu", "volcano-gpushare"})
 

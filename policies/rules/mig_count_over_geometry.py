@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from policies.catalog import GPUS_PER_NODE
 from policies.context import Context
 from policies.decision import Finding
 from policies.mig import fits
@@ -21,7 +22,6 @@ from policies.view import PodView
 ID = "mig-count-over-geometry"
 INTRINSIC = True
 FAMILIES = frozenset({"mig"})
-GPUS_PER_NODE = 8
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

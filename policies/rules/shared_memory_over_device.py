@@ -15,13 +15,12 @@ from collections.abc import Iterator
 from policies.context import Context
 from policies.decision import Finding
 from policies.model import GPUPolicy
-from policies.resources import SHARED_FAMILIES
+from policies.resources import MEMORY_MB, SHARED_FAMILIES
 from policies.view import PodView
 
 ID = "shared-memory-over-device"
 INTRINSIC = True
 FAMILIES = SHARED_FAMILIES
-PER_CONTAINER_MB = ("nvidia.com/gpumem", "volcano.sh/vgpu-memory", "volcano.sh/gpu-memory")
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
@@ -43,7 +42,7 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
                 view.containers_path,
             )
         for container in view.demand.containers:
-            for name in PER_CONTAINER_MB:
+            for name in MEMORY_MB:
                 amount = container.amounts.get(name)
                 if amount is not None and amount.value > model.memory_mib:
                     yield Finding(

@@ -35,6 +35,8 @@ NODES = [
     node("share-1", {"karpenter.sh/nodepool": "share",
                      "aliyun.accelerator/nvidia_name": "NVIDIA-A10"},
          {"aliyun.com/gpu-mem": "48", "aliyun.com/gpu-count": "2"}),
+    node("vgpu-1", {"karpenter.sh/nodepool": "vgpu", "nvidia.com/gpu.product": "NVIDIA-L4"},
+         {"volcano.sh/vgpu-number": "40", "nvidia.com/gpu": "4"}),
 ]
 INVENTORY = Inventory.from_nodes(NODES, CATALOG)
 POLICY = parse_policies("""
@@ -83,6 +85,13 @@ def reasons(pod: dict[str, Any]) -> dict[str, list[str]]:
          ["nodeSelector kubernetes.io/hostname=mps-2 matches none of its nodes"]),
         ({"containers": [{"limits": {"nvidia.com/gpu": 1}}],
           "nodeSelector": {"kubernetes.io/hostname": "mps-1"}}, "mps", []),
+        # every per-GPU memory resource is held to one device, as shared-memory-over-device does
+        ({"containers": [{"limits": {"volcano.sh/vgpu-number": 1,
+                                     "volcano.sh/vgpu-memory": 8000}}]}, "vgpu", []),
+        ({"containers": [{"limits": {"volcano.sh/vgpu-number": 1,
+                                     "volcano.sh/vgpu-memory": 30000}}]}, "vgpu",
+         ["volcano.sh/vgpu-memory 30000 MB of container 'c0' is more than one NVIDIA-L4 has "
+          "(23034 MiB)"]),
     ],
 )
 def test_pool_reasons(pod: dict[str, Any], pool: str, expected: list[str]) -> None:
