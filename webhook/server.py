@@ -43,11 +43,15 @@ def create_app(state: State, *, max_body: int = DEFAULT_MAX_BODY,
 
     def admit(webhook: str) -> Response:
         """The Flask route: bodies without a Content-Length (chunked) or over the limit."""
-        body = _read_body(max_body)
-        if body is None:
-            status, data = bad(webhook, f"body larger than {max_body} bytes")
-        else:
-            status, data = answer(webhook, body)
+        try:
+            body = _read_body(max_body)
+        except _Unreadable as exc:
+            status, data = bad(webhook, str(exc))
+            # The rest of the body stays unread: the connection closes after this answer
+            # (webhook/worker.py honours the header).
+            return Response(data, status, content_type="application/json",
+                            headers={"Connection": "close"})
+        status, data = answer(webhook, body)
         return Response(data, status, content_type="application/json")
 
     def answer(webhook: str, body: bytes) -> tuple[int, bytes]:
@@ -152,24 +156,34 @@ def create_app(state: State, *, max_body: int = DEFAULT_MAX_BODY,
     return app
 
 
-def _read_body(limit: int) -> bytes | None:
-    """The body, or None when it is over `limit`. Read from the WSGI input in chunks: asking a
-    stream for `limit` bytes at once would allocate that much per request. An oversized body
-    is still read (and thrown away, up to a bound) so the client, still sending, gets its 400."""
+class _Unreadable(Exception):
+    """The body is over the limit, or could not be read (a malformed chunk, a client gone)."""
+
+
+def _read_body(limit: int) -> bytes:
+    """The body, at most `limit` bytes: a Content-Length over it is refused before reading
+    anything, a chunked body is read no further than the limit. Read in chunks: asking a
+    stream for `limit` bytes at once would allocate that much per request."""
     length = request.content_length
+    if length is not None and length > limit:
+        raise _Unreadable(f"body larger than {limit} bytes (Content-Length: {length})")
     stream = request.environ["wsgi.input"]  # gunicorn bounds it by Content-Length / chunking
-    if length is not None and length <= limit:
-        return bytes(stream.read(length))
     chunks: list[bytes] = []
     size = 0
-    while size <= 8 * limit:
-        chunk = stream.read(65536)
-        if not chunk:
-            break
-        size += len(chunk)
-        if size <= limit:
+    try:
+        if length is not None:
+            return bytes(stream.read(length))
+        while size <= limit:
+            chunk = stream.read(min(65536, limit + 1 - size))
+            if not chunk:
+                break
+            size += len(chunk)
             chunks.append(chunk)
-    return b"".join(chunks) if size <= limit else None
+    except Exception as exc:  # whatever the server's body reader raises: the body is unusable
+        raise _Unreadable(f"body unreadable: {exc}") from exc
+    if size > limit:
+        raise _Unreadable(f"body larger than {limit} bytes")
+    return b"".join(chunks)
 
 
 def add_state_metrics(meters: metrics.Metrics, state: State) -> None:
