@@ -1,9 +1,11 @@
 """`gpupolicy serve`: the admission webhook under gunicorn, over TLS.
 
 gthread workers keep connections alive: the apiserver reuses its connections, and a sync worker
-would pay a TLS handshake per request (DESIGN.md §3.1). The certificate is re-read for new
-handshakes when its files change (rotation without restart); policy, namespace and inventory
-files are polled by each worker (webhook/state.py).
+would pay a TLS handshake per request (DESIGN.md §3.1). The worker class (webhook/worker.py)
+keeps idle and slow clients out of its threads. The certificate is re-read for new handshakes
+when its files change (rotation without restart); policy, namespace and inventory files are
+polled by each worker (webhook/state.py). /metrics is served on its own plain-HTTP port, with
+/healthz and /readyz, so scraping needs no TLS and the admission port exposes nothing more.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import argparse
 import gc
 import os
 import shutil
+import socket
 import ssl
 import sys
 import tempfile
@@ -22,11 +25,17 @@ from typing import Any, TextIO
 from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger as GunicornLogger
 
-from webhook import sources
+from webhook import sources, worker
 
 DEFAULT_SERVICE = "gpupolicy"
 DEFAULT_NAMESPACE = "gpupolicy"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # read by prometheus_client when first imported
+# client-go's transports drop a connection idle for 90 s (IdleConnTimeout). Whoever closes an
+# idle connection first races a request the other side may be sending on it; a POST lost that
+# way is not retried by Go, and the apiserver then applies failurePolicy. Outliving the client's
+# timeout leaves the closing to the client, which cannot race itself.
+DEFAULT_KEEPALIVE = 120
+LISTEN_BACKLOG = 2048
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,10 +45,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(in a pod the in-cluster config is used without it)")
     parser.add_argument("--host", default="0.0.0.0", help="address to bind (default: 0.0.0.0)")
     parser.add_argument("--port", type=int, default=8443, help="port (default: 8443)")
+    parser.add_argument("--metrics-port", type=int, default=9090,
+                        help="plain-HTTP port for /metrics, /healthz and /readyz "
+                             "(default: 9090; 0: none)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (default: 2)")
     parser.add_argument("--threads", type=int, default=4, help="threads per worker (default: 4)")
-    parser.add_argument("--keepalive", type=int, default=75,
-                        help="seconds an idle connection stays open (default: 75)")
+    parser.add_argument("--keepalive", type=int, default=DEFAULT_KEEPALIVE,
+                        help="seconds an idle connection stays open (default: "
+                             f"{DEFAULT_KEEPALIVE}, longer than client-go's 90)")
     parser.add_argument("--tls-cert", metavar="FILE", help="serving certificate (PEM)")
     parser.add_argument("--tls-key", metavar="FILE", help="its private key (PEM)")
     parser.add_argument("--certs-dir", default="certs",
@@ -82,6 +95,9 @@ class TLSFiles:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.options |= ssl.OP_NO_COMPRESSION
+        # TLS 1.2: forward-secret AEAD suites only (no CBC, whose padding and MAC-then-encrypt
+        # keep producing oracles). TLS 1.3 suites are all AEAD and set apart by OpenSSL.
+        context.set_ciphers("ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL")
         context.set_alpn_protocols(["http/1.1"])  # the apiserver forces HTTP/1.1
         context.load_cert_chain(self.cert, self.key)
         return context
@@ -110,10 +126,19 @@ def _log_event(msg: str, level: int = 20, **fields: Any) -> None:
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    for name in ("workers", "threads", "max_body_bytes", "port"):
+    for name in ("workers", "threads", "max_body_bytes", "keepalive"):
         if getattr(args, name) < 1:
             stderr.write(f"gpupolicy serve: --{name.replace('_', '-')} must be at least 1\n")
             return 2
+    for name, lowest in (("port", 1), ("metrics_port", 0)):
+        if not lowest <= getattr(args, name) <= 65535:
+            stderr.write(f"gpupolicy serve: --{name.replace('_', '-')} must be "
+                         f"{'0 (none) or ' if lowest == 0 else ''}1-65535, "
+                         f"not {getattr(args, name)}\n")
+            return 2
+    if args.metrics_port == args.port:
+        stderr.write(f"gpupolicy serve: --metrics-port must differ from --port ({args.port})\n")
+        return 2
     if bool(args.tls_cert) != bool(args.tls_key):
         stderr.write("gpupolicy serve: give both --tls-cert and --tls-key, or neither\n")
         return 2
@@ -138,10 +163,27 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         for line in problems:
             stderr.write(f"gpupolicy serve: {line}\n")
         return 2
-    stdout.write(f"gpupolicy: serving https://{args.host}:{args.port} "
-                 f"(/mutate, /validate, /healthz, /readyz, /metrics)\n")
+    # Bind here, before saying "serving": a port in use or an address this host does not have
+    # is one line and exit 2, and gunicorn is handed the bound sockets (fd://).
+    listeners = []
+    try:
+        for port in (args.port, args.metrics_port):
+            if port:
+                listeners.append(_listen(args.host, port))
+    except (OSError, ValueError) as exc:  # socket.gaierror is an OSError; a bad IDNA name not
+        for listener in listeners:
+            listener.close()
+        reason = getattr(exc, "strerror", None) or str(exc)
+        stderr.write(f"gpupolicy serve: cannot listen on {_hostport(args.host, port)}: "
+                     f"{reason}\n")
+        return 2
+    stdout.write(f"gpupolicy: serving https://{_hostport(args.host, args.port)} "
+                 f"(/mutate, /validate, /healthz, /readyz)\n")
+    if args.metrics_port:
+        stdout.write(f"gpupolicy: metrics on http://{_hostport(args.host, args.metrics_port)} "
+                     f"(/metrics, /healthz, /readyz)\n")
     stdout.flush()
-    server = _Gunicorn(args, tls)
+    server = _Gunicorn(args, tls, [listener.detach() for listener in listeners])
     try:
         server.run()
     except SystemExit as exit_:
@@ -149,12 +191,32 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return 0
 
 
+def _hostport(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind(address)
+        sock.listen(LISTEN_BACKLOG)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 def _multiproc_dir() -> None:
     given = os.environ.get(MULTIPROC_ENV)
     if given:
         Path(given).mkdir(parents=True, exist_ok=True)
-        for old in Path(given).glob("*.db"):  # samples of an earlier run would add up
-            old.unlink()
+        for pattern in ("*.db", f"{worker.READY_PREFIX}*"):  # an earlier run's would count
+            for old in Path(given).glob(pattern):
+                old.unlink()
         return
     path = tempfile.mkdtemp(prefix="gpupolicy-metrics-")
     os.environ[MULTIPROC_ENV] = path
@@ -207,6 +269,7 @@ def _load_app(args: argparse.Namespace) -> Any:
     from webhook.server import create_app
 
     state, files = _build(args)
+    worker.publish_readiness(state.detail)
     from webhook import cluster_sources
 
     cluster = cluster_sources.attach(args, state)  # None outside a cluster
@@ -229,23 +292,27 @@ class _JSONLogger(GunicornLogger):  # type: ignore[misc]
             handler.setFormatter(JSONFormatter())
 
 
-def _child_exit(_server: Any, worker: Any) -> None:
+def _child_exit(_server: Any, dead: Any) -> None:
     from webhook import metrics
 
-    metrics.worker_exited(worker.pid)
+    metrics.worker_exited(dead.pid)
+    worker.forget_worker(dead.pid)
 
 
 class _Gunicorn(BaseApplication):  # type: ignore[misc]
-    def __init__(self, args: argparse.Namespace, tls: TLSFiles) -> None:
-        self.args, self.tls = args, tls
+    def __init__(self, args: argparse.Namespace, tls: TLSFiles, fds: list[int]) -> None:
+        self.args, self.tls, self.fds = args, tls, fds
         super().__init__()
 
     def load_config(self) -> None:
         a = self.args
+        # The class is imported here, in the master, and the workers are forked from it.
+        worker.GPUWorker.plain_ports = frozenset({a.metrics_port} - {0})
+        worker.GPUWorker.expected_workers = a.workers
         settings = {
-            "bind": [f"[{a.host}]:{a.port}" if ":" in a.host else f"{a.host}:{a.port}"],
+            "bind": [f"fd://{fd}" for fd in self.fds],
             "workers": a.workers,
-            "worker_class": "gthread",
+            "worker_class": worker.GPUWorker,
             "threads": a.threads,
             "keepalive": a.keepalive,
             "timeout": 30,

@@ -17,7 +17,7 @@ def _pod(gpus: int) -> dict[str, object]:
 
 
 def _stale(server: harness.Server, resource: str) -> float:
-    text = server.request("GET", "/metrics").body.decode()
+    text = server.plain("GET", "/metrics").body.decode()
     match = re.search(
         rf'gpupolicy_cluster_cache_stale_seconds\{{resource="{resource}"\}} ([0-9.e+]+)', text)
     return float(match.group(1)) if match else -1.0

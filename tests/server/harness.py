@@ -69,6 +69,7 @@ class Server:
     proc: subprocess.Popen[bytes]
     log: Path
     stdout: Path
+    metrics_port: int = 0
     _conn: Connection | None = field(default=None, repr=False)
 
     def connection(self) -> Connection:
@@ -91,6 +92,17 @@ class Server:
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
+
+    def plain(self, method: str, path: str, timeout: float = 10) -> Reply:
+        """One request to the plain-HTTP metrics port (/metrics, /healthz, /readyz)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.metrics_port, timeout=timeout)
+        try:
+            conn.request(method, path)
+            resp = conn.getresponse()
+            data = resp.read()
+            return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, data)
+        finally:
+            conn.close()
 
     def post(self, path: str, review: Any) -> Reply:
         body = review if isinstance(review, bytes) else json.dumps(review).encode()
@@ -118,15 +130,16 @@ class Server:
 
 def start(args: list[str], workdir: Path, ca: Path | None = None, timeout: float = 30) -> Server:
     """Start `gpupolicy serve ARGS` on a free loopback port; wait until /healthz answers."""
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     log, out = workdir / "server.log", workdir / "server.out"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     proc = subprocess.Popen(
-        [*GPUPOLICY, "serve", "--host", "127.0.0.1", "--port", str(port), *args],
+        [*GPUPOLICY, "serve", "--host", "127.0.0.1", "--port", str(port),
+         "--metrics-port", str(metrics_port), *args],
         cwd=workdir, stdout=out.open("wb"), stderr=log.open("wb"), env=env,
     )
-    server = Server(port, ca or workdir / "certs" / "ca.crt", proc, log, out)
+    server = Server(port, ca or workdir / "certs" / "ca.crt", proc, log, out, metrics_port)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:

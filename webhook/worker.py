@@ -1,0 +1,514 @@
+"""The gunicorn worker of `gpupolicy serve`: gthread, where no thread ever waits on a client.
+
+gunicorn's ThreadWorker gives every new connection to a pool thread at once. The thread waits
+up to 5 s for a first byte, then does the TLS handshake and reads the request head with
+blocking reads that have no deadline: a client that connects and then sends nothing, or a
+byte now and then, holds that thread, and `threads` such clients per worker stop every route,
+health probes included (the validating webhook then refuses every GPU workload).
+
+Here the worker's own loop (its selector, one thread) does the TLS handshake and gathers the
+request head without blocking, each under a deadline. A pool thread takes a connection only
+once a whole head is in, and reads the body under a deadline too. Kept-alive connections wait
+in the selector, never in a thread. Health probes and the plain-HTTP metrics port get threads
+of their own, so they never queue behind admission requests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import selectors
+import socket
+import ssl
+import time
+from collections.abc import Callable
+from concurrent import futures
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from gunicorn import http, util
+from gunicorn import sock as gsock
+from gunicorn.workers.gthread import TConn, ThreadWorker
+
+HANDSHAKE_TIMEOUT = 5.0  # accept → TLS handshake done
+HEAD_TIMEOUT = 5.0  # handshake done (or a kept-alive request's first byte) → whole head in
+REQUEST_TIMEOUT = 10.0  # whole head in → body read (the apiserver's default webhook timeout)
+IO_TIMEOUT = 10.0  # any one blocking send in a thread: a client that never reads its answer
+CLOSE_LINGER = 2.0  # reading what a closed connection's client still sends, so it gets no RST
+STOP_LINGER = 2.0  # on SIGTERM, how long idle kept-alive connections may still bring a request
+HEAD_LIMIT = 64 * 1024  # gunicorn's line/field limits refuse far smaller heads first
+PROBE_THREADS = 2
+PROBE_PATHS = (b"/healthz", b"/readyz")
+
+READY_PREFIX = "ready-"  # ready-<pid>.json, one per live worker, beside the metrics samples
+READY_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+_HANDSHAKE, _HEAD, _IDLE, _CLOSING = "handshake", "head", "idle", "closing"
+
+_readiness: Callable[[], dict[str, Any]] | None = None
+
+
+def publish_readiness(detail: Callable[[], dict[str, Any]]) -> None:
+    """Called by the app loader in each worker: where its readiness (policies loaded) is read."""
+    global _readiness
+    _readiness = detail
+
+
+class _DeadlineReader:
+    """What the request parser reads from: the socket, every read bounded by the request's
+    deadline, so a body trickled a byte at a time cannot hold a thread for long."""
+
+    def __init__(self, sock: Any) -> None:
+        self.sock = sock
+        self.deadline = float("inf")
+
+    def recv(self, size: int) -> bytes:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the request was not received in time")
+        prior = self.sock.gettimeout()
+        self.sock.settimeout(remaining if prior is None else min(prior, remaining))
+        try:
+            return bytes(self.sock.recv(size))
+        finally:
+            self.sock.settimeout(prior)
+
+    # finish_body (the drain before keep-alive) bounds its reads through these.
+    def gettimeout(self) -> float | None:
+        return self.sock.gettimeout()  # type: ignore[no-any-return]
+
+    def settimeout(self, value: float | None) -> None:
+        self.sock.settimeout(value)
+
+
+class Conn(TConn):  # type: ignore[misc]
+    """A connection and where it is: in the handshake, gathering a head, idle between requests,
+    closing; or (stage None) with a pool thread."""
+
+    def __init__(self, cfg: Any, sock: Any, client: Any, server: Any, plain: bool) -> None:
+        super().__init__(cfg, sock, client, server)
+        self.plain = plain  # the metrics port: no TLS, no gunicorn parser
+        self.stage: str | None = None
+        self.deadline = 0.0
+        self.events = selectors.EVENT_READ
+        self.head = bytearray()
+        self.drained = 0
+        self.reader: _DeadlineReader | None = None
+        # TConn.init() and the data wait in ThreadWorker.handle() are done here already.
+        self.initialized = True
+        self.data_ready = True
+
+
+class GPUWorker(ThreadWorker):  # type: ignore[misc]
+    plain_ports: frozenset[int] = frozenset()  # set by serve before the workers fork
+    expected_workers = 1
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.waiting: set[Conn] = set()
+        self.probe_pool: futures.ThreadPoolExecutor | None = None
+        self.next_sweep = 0.0
+        self.stop_at: float | None = None
+        self.next_publish = 0.0
+        self.published: str | None = None
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    def init_process(self) -> None:
+        self.probe_pool = futures.ThreadPoolExecutor(PROBE_THREADS, "probe")
+        # gunicorn answers what it refuses itself (a bad request line, 414, 431, a malformed
+        # chunk…) with an HTML page through this one function; every other error of the
+        # webhook is one line of JSON, so this one is too.
+        util.write_error = _write_json_error
+        super().init_process()
+
+    def load_wsgi(self) -> None:
+        super().load_wsgi()
+        self.wsgi = _honour_connection_close(self.wsgi)  # type: ignore[has-type]
+
+    def handle_exit(self, sig: Any, frame: Any) -> None:
+        if self.stop_at is None:
+            self.stop_at = time.monotonic()
+        super().handle_exit(sig, frame)
+
+    def handle_quit(self, sig: Any, frame: Any) -> None:
+        if self.probe_pool is not None:
+            self.probe_pool.shutdown(wait=False)
+        super().handle_quit(sig, frame)
+
+    def set_accept_enabled(self, enabled: bool) -> None:
+        super().set_accept_enabled(enabled)
+        if not enabled and not self.alive:
+            # Stopping: close the listeners now, so a new connection is refused at once
+            # instead of waiting in the backlog to be reset when the worker exits.
+            for listener in self.sockets:
+                listener.close()
+
+    def run(self) -> None:
+        try:
+            super().run()
+        finally:
+            for conn in list(self.waiting):
+                self._close(conn)
+            if self.probe_pool is not None:
+                self.probe_pool.shutdown(wait=False)
+            self._unpublish()
+
+    def notify(self) -> None:
+        super().notify()  # the heartbeat, once per loop turn: publish readiness alongside
+        now = time.monotonic()
+        if now >= self.next_publish:
+            self.next_publish = now + 0.5
+            self._publish()
+
+    # -- the loop's side: accept, handshake, head, idle, close ---------------------------------
+
+    def accept(self, listener: Any) -> None:
+        try:
+            sock, client = listener.accept()
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK):
+                return
+            raise
+        self.nr_conns += 1
+        sock.setblocking(False)
+        local = listener.getsockname()
+        plain = local[1] in self.plain_ports
+        conn = Conn(self.cfg, sock, client, local, plain)
+        now = time.monotonic()
+        if plain:
+            self._wait(conn, _HEAD, now + HEAD_TIMEOUT)
+            return
+        try:
+            conn.sock = gsock.ssl_context(self.cfg).wrap_socket(
+                sock, server_side=True, do_handshake_on_connect=False,
+                suppress_ragged_eofs=True)
+        except (OSError, ValueError):
+            self._close(conn)
+            return
+        self._wait(conn, _HANDSHAKE, now + HANDSHAKE_TIMEOUT)
+
+    def _wait(self, conn: Conn, stage: str, deadline: float,
+              events: int = selectors.EVENT_READ) -> None:
+        conn.stage, conn.deadline = stage, deadline
+        if conn in self.waiting:
+            if events != conn.events:
+                conn.events = events
+                self.poller.modify(conn.sock, events, partial(self._ready, conn))
+            return
+        conn.events = events
+        self.waiting.add(conn)
+        self.poller.register(conn.sock, events, partial(self._ready, conn))
+
+    def _unwait(self, conn: Conn) -> None:
+        if conn in self.waiting:
+            self.waiting.discard(conn)
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                self.poller.unregister(conn.sock)
+
+    def _ready(self, conn: Conn, _fileobj: Any) -> None:
+        if conn.stage == _CLOSING:
+            self._drain(conn)
+            return
+        if conn.stage == _HANDSHAKE:
+            try:
+                conn.sock.do_handshake()
+            except ssl.SSLWantReadError:
+                self._wait(conn, _HANDSHAKE, conn.deadline, selectors.EVENT_READ)
+                return
+            except ssl.SSLWantWriteError:
+                self._wait(conn, _HANDSHAKE, conn.deadline, selectors.EVENT_WRITE)
+                return
+            except (OSError, ValueError):  # ssl.SSLError is an OSError: a refused handshake
+                self._close(conn)
+                return
+            self._wait(conn, _HEAD, time.monotonic() + HEAD_TIMEOUT)
+            # The request may have come in the same segments as the handshake's end.
+        self._read_head(conn)
+
+    def _read_head(self, conn: Conn) -> None:
+        got = False
+        while len(conn.head) <= HEAD_LIMIT:
+            try:
+                data = conn.sock.recv(65536)
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                break
+            except (OSError, ValueError):
+                self._close(conn)
+                return
+            if not data:  # the client closed
+                self._close(conn)
+                return
+            got = True
+            conn.head += data
+        if not got:
+            return
+        if conn.stage == _IDLE:  # a kept-alive connection's next request begins
+            self._wait(conn, _HEAD, time.monotonic() + HEAD_TIMEOUT)
+        self._dispatch_if_complete(conn)
+
+    def _dispatch_if_complete(self, conn: Conn) -> None:
+        head = conn.head
+        if b"\r\n\r\n" not in head and b"\n\n" not in head:
+            if len(head) > HEAD_LIMIT:
+                self._refuse(conn, 431, "Request Header Fields Too Large",
+                             f"request head larger than {HEAD_LIMIT} bytes")
+            return
+        self._unwait(conn)
+        conn.stage = None
+        conn.sock.setblocking(True)
+        conn.sock.settimeout(IO_TIMEOUT)
+        assert self.probe_pool is not None
+        if conn.plain:
+            self._submit(self.probe_pool, self._serve_plain, conn)
+            return
+        if conn.parser is None:
+            conn.reader = _DeadlineReader(conn.sock)
+            conn.parser = http.get_parser(self.cfg, conn.reader, conn.client)
+        assert conn.reader is not None
+        conn.reader.deadline = time.monotonic() + REQUEST_TIMEOUT
+        conn.parser.unreader.unread(bytes(head))
+        conn.head = bytearray()
+        pool = self.probe_pool if _is_probe(head) else self.tpool
+        self._submit(pool, self.handle, conn)
+
+    def _submit(self, pool: futures.ThreadPoolExecutor, job: Callable[[Conn], bool],
+                conn: Conn) -> None:
+        future = pool.submit(job, conn)
+        future.add_done_callback(
+            lambda done: self.method_queue.defer(self.finish_request, conn, done))
+
+    def finish_request(self, conn: Conn, future: futures.Future[Any]) -> None:
+        """Back from a thread (run by the loop): keep the connection alive, or close it."""
+        try:
+            keep = bool(future.result()) if not future.cancelled() else False
+        except Exception:
+            keep = False
+        if not keep or conn.parser is None:
+            self._close_gracefully(conn)
+            return
+        try:
+            conn.sock.setblocking(False)
+        except OSError:
+            self._close(conn)
+            return
+        # A pipelining client's next request may already be read ahead.
+        conn.head = bytearray(conn.parser.unreader.take_buffered())
+        now = time.monotonic()
+        if conn.head:
+            self._wait(conn, _HEAD, now + HEAD_TIMEOUT)
+            self._dispatch_if_complete(conn)
+            return
+        deadline = now + self.cfg.keepalive
+        if self.stop_at is not None:
+            deadline = min(deadline, now + STOP_LINGER)
+        self._wait(conn, _IDLE, deadline)
+        # TLS may hold decrypted bytes the selector cannot see.
+        if isinstance(conn.sock, ssl.SSLSocket) and conn.sock.pending():
+            self._read_head(conn)
+
+    def _refuse(self, conn: Conn, status: int, reason: str, message: str) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            conn.sock.send(_json_error(status, reason, message))
+        self._close_gracefully(conn)
+
+    def _close_gracefully(self, conn: Conn) -> None:
+        """FIN (and TLS close_notify), then read what the client still sends for a moment
+        before closing: closing with unread bytes makes the kernel send RST, which can
+        destroy the answer the client has not read yet. The loop does the lingering."""
+        try:
+            conn.sock.setblocking(False)
+            if isinstance(conn.sock, ssl.SSLSocket):
+                with contextlib.suppress(OSError, ValueError):
+                    conn.sock.unwrap()  # sends close_notify; the peer's may never come
+            conn.sock.shutdown(socket.SHUT_WR)
+        except (OSError, ValueError):
+            self._close(conn)
+            return
+        conn.drained = 0
+        self._wait(conn, _CLOSING, time.monotonic() + CLOSE_LINGER)
+
+    def _drain(self, conn: Conn) -> None:
+        while conn.drained < 1024 * 1024:
+            try:
+                data = conn.sock.recv(65536)
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                return
+            except (OSError, ValueError):
+                break
+            if not data:
+                break
+            conn.drained += len(data)
+        self._close(conn)
+
+    def _close(self, conn: Conn) -> None:
+        self._unwait(conn)
+        conn.stage = None
+        self.nr_conns -= 1
+        util.close(conn.sock)
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        if now < self.next_sweep:
+            return
+        self.next_sweep = now + 0.2
+        stop_by = None if self.stop_at is None else self.stop_at + STOP_LINGER
+        for conn in list(self.waiting):
+            if conn.stage == _IDLE and stop_by is not None:
+                conn.deadline = min(conn.deadline, stop_by)
+            if conn.deadline <= now:
+                # Never spoke, stalled mid-head, idle past keep-alive, or done lingering.
+                self._close(conn)
+
+    # ThreadWorker's loop calls these two after every turn; its own lists stay empty here.
+    def murder_keepalived(self, force: bool = False) -> None:
+        return None
+
+    def murder_pending(self) -> None:
+        self._sweep()
+
+    # -- the threads' side ----------------------------------------------------------------------
+
+    def handle_request(self, req: Any, conn: Any) -> bool:
+        conn.sock.settimeout(IO_TIMEOUT)  # writes too: a client that never reads its answer
+        return bool(super().handle_request(req, conn))
+
+    def _serve_plain(self, conn: Conn) -> bool:
+        """The metrics port: one GET per connection, answered and closed."""
+        line = bytes(conn.head).split(b"\n", 1)[0].strip()
+        parts = line.split(b" ")
+        method = parts[0] if len(parts) == 3 else b""
+        path = parts[1].split(b"?", 1)[0] if len(parts) == 3 else b""
+        try:
+            status, content_type, body = self._plain_answer(method, path)
+        except Exception as exc:  # never a traceback page; the log says what happened
+            self.log.exception("metrics port failed")
+            status, content_type = "500 Internal Server Error", "application/json"
+            body = json.dumps({"error": f"internal error: {type(exc).__name__}"}).encode()
+        head = (f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+        with contextlib.suppress(OSError):
+            conn.sock.sendall(head + (b"" if method == b"HEAD" else body))
+        return False
+
+    def _plain_answer(self, method: bytes, path: bytes) -> tuple[str, str, bytes]:
+        shown = path.decode("latin-1")
+        if path not in (b"/metrics", b"/healthz", b"/readyz"):
+            return _error_parts(404, "Not Found", f"404 Not Found: {shown}")
+        if method not in (b"GET", b"HEAD"):
+            return _error_parts(405, "Method Not Allowed",
+                                f"405 Method Not Allowed: {method.decode('latin-1')} {shown}")
+        if path == b"/metrics":
+            return ("200 OK", *_exposition())
+        if path == b"/healthz":
+            return "200 OK", "application/json", b'{"ok":true}'
+        ready, detail = readiness(self.expected_workers)
+        return ("200 OK" if ready else "503 Service Unavailable", "application/json",
+                json.dumps(detail, separators=(",", ":")).encode())
+
+    # -- readiness, shared between workers through small files ----------------------------------
+
+    def _ready_file(self) -> Path | None:
+        where = os.environ.get(READY_DIR_ENV)
+        return Path(where) / f"{READY_PREFIX}{self.pid}.json" if where else None
+
+    def _publish(self) -> None:
+        path = self._ready_file()
+        if path is None:
+            return
+        detail = _readiness() if _readiness is not None else {"ready": True}
+        text = json.dumps(detail, sort_keys=True, default=str)
+        if text == self.published:
+            return
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)  # a reader sees the old or the new file, never half of one
+        self.published = text
+
+    def _unpublish(self) -> None:
+        path = self._ready_file()
+        if path is not None:
+            path.unlink(missing_ok=True)
+
+
+def readiness(expected_workers: int) -> tuple[bool, dict[str, Any]]:
+    """Ready when every worker gunicorn should be running has published, and each says it is
+    ready (its policies, and the namespaces and inventory it was given, loaded). Any worker
+    may answer the probe, so it must not answer for itself alone."""
+    where = os.environ.get(READY_DIR_ENV)
+    workers: dict[str, Any] = {}
+    if where:
+        for path in sorted(Path(where).glob(f"{READY_PREFIX}*.json")):
+            try:
+                workers[path.stem[len(READY_PREFIX):]] = json.loads(path.read_text("utf-8"))
+            except (OSError, ValueError):
+                continue  # a worker gone between the glob and the read
+    ready = len(workers) >= expected_workers and all(
+        isinstance(d, dict) and d.get("ready") is True for d in workers.values())
+    return ready, {"ready": ready, "expected_workers": expected_workers, "workers": workers}
+
+
+def forget_worker(pid: int) -> None:
+    """gunicorn child_exit hook (in the master): a dead worker's readiness no longer counts."""
+    where = os.environ.get(READY_DIR_ENV)
+    if where:
+        (Path(where) / f"{READY_PREFIX}{pid}.json").unlink(missing_ok=True)
+
+
+def _exposition() -> tuple[str, bytes]:
+    from prometheus_client import (
+        CONTENT_TYPE_LATEST,
+        CollectorRegistry,
+        generate_latest,
+        multiprocess,
+    )
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    return CONTENT_TYPE_LATEST, generate_latest(registry)
+
+
+def _is_probe(head: bytearray) -> bool:
+    line = bytes(head[:256]).lstrip(b"\r\n").split(b"\n", 1)[0]
+    parts = line.split(b" ")
+    return (len(parts) == 3 and parts[0] in (b"GET", b"HEAD")
+            and parts[1].split(b"?", 1)[0] in PROBE_PATHS)
+
+
+def _error_parts(status: int, reason: str, message: str) -> tuple[str, str, bytes]:
+    body = json.dumps({"error": message}).encode()
+    return f"{status} {reason}", "application/json", body
+
+
+def _json_error(status: int, reason: str, message: str) -> bytes:
+    _, _, body = _error_parts(status, reason, message)
+    return (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            ).encode("latin-1") + body
+
+
+def _write_json_error(sock: Any, status_int: int, reason: str, mesg: str) -> None:
+    text = f"{status_int} {reason}: {mesg}" if mesg else f"{status_int} {reason}"
+    sock.sendall(_json_error(status_int, reason, text))
+
+
+def _honour_connection_close(app: Any) -> Any:
+    """gunicorn drops a `Connection` header set by the app; here it closes the connection,
+    so the app can refuse an oversized body without the worker reading it to keep alive."""
+
+    def wrapped(environ: Any, start_response: Any) -> Any:
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            if any(k.lower() == "connection" and v.strip().lower() == "close"
+                   for k, v in headers):
+                force_close = getattr(getattr(start_response, "__self__", None),
+                                      "force_close", None)
+                if force_close is not None:
+                    force_close()
+            return start_response(status, headers, exc_info)
+
+        return app(environ, start)
+
+    return wrapped
