@@ -137,11 +137,6 @@ def create_app(state: State, *, max_body: int = DEFAULT_MAX_BODY,
     def readyz() -> Response:
         return _json(state.detail(), 200 if state.ready else 503)
 
-    @app.get("/metrics")
-    def metrics_page() -> Response:
-        text, content_type = metrics.exposition()
-        return Response(text, 200, content_type=content_type)
-
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
         # 404/405/…: the same one-line JSON as every other error, not an HTML page.
