@@ -104,7 +104,7 @@ def start(app: str, work: Path) -> tuple[subprocess.Popen[bytes], int]:
     log = (work / f"{app}.log").open("wb")
     proc = subprocess.Popen(
         [*(NOOP if app == "noop" else GPUPOLICY), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "2", "--certs-dir", str(work / "certs")],
+         "--workers", "2", "--metrics-port", "0", "--certs-dir", str(work / "certs")],
         cwd=work, stdout=log, stderr=log, env=env,
     )
     insecure = ssl.create_default_context()

@@ -309,6 +309,7 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
         # The class is imported here, in the master, and the workers are forked from it.
         worker.GPUWorker.plain_ports = frozenset({a.metrics_port} - {0})
         worker.GPUWorker.expected_workers = a.workers
+        worker.GPUWorker.body_limit = a.max_body_bytes
         settings = {
             "bind": [f"fd://{fd}" for fd in self.fds],
             "workers": a.workers,

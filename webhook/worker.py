@@ -35,9 +35,13 @@ from gunicorn.workers.gthread import TConn, ThreadWorker
 
 HANDSHAKE_TIMEOUT = 5.0  # accept → TLS handshake done
 HEAD_TIMEOUT = 5.0  # handshake done (or a kept-alive request's first byte) → whole head in
-REQUEST_TIMEOUT = 10.0  # whole head in → body read (the apiserver's default webhook timeout)
+REQUEST_TIMEOUT = 10.0  # whole head in → whole body in (the apiserver's default webhook timeout)
 IO_TIMEOUT = 10.0  # any one blocking send in a thread: a client that never reads its answer
-CLOSE_LINGER = 2.0  # reading what a closed connection's client still sends, so it gets no RST
+# Closing a connection with unread bytes makes the kernel send RST, which can destroy the
+# answer before the client reads it (a client still sending an oversized body, say): the
+# loop reads and drops what still comes for a while first.
+CLOSE_LINGER = 2.0
+DRAIN_LIMIT = 16 * 1024 * 1024
 STOP_LINGER = 2.0  # on SIGTERM, how long idle kept-alive connections may still bring a request
 HEAD_LIMIT = 64 * 1024  # gunicorn's line/field limits refuse far smaller heads first
 PROBE_THREADS = 2
@@ -46,7 +50,8 @@ PROBE_PATHS = (b"/healthz", b"/readyz")
 READY_PREFIX = "ready-"  # ready-<pid>.json, one per live worker, beside the metrics samples
 READY_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
-_HANDSHAKE, _HEAD, _IDLE, _CLOSING = "handshake", "head", "idle", "closing"
+BODY_BUDGET = 64 * 1024 * 1024  # body bytes one worker's loop may hold for slow clients
+_HANDSHAKE, _HEAD, _BODY, _IDLE, _CLOSING = "handshake", "head", "body", "idle", "closing"
 
 _readiness: Callable[[], dict[str, Any]] | None = None
 
@@ -95,6 +100,8 @@ class Conn(TConn):  # type: ignore[misc]
         self.deadline = 0.0
         self.events = selectors.EVENT_READ
         self.head = bytearray()
+        self.want: int | None = None  # head and body length, once the head is whole
+        self.reserved = 0  # body bytes counted against the worker's gathering budget
         self.drained = 0
         self.reader: _DeadlineReader | None = None
         # TConn.init() and the data wait in ThreadWorker.handle() are done here already.
@@ -103,8 +110,10 @@ class Conn(TConn):  # type: ignore[misc]
 
 
 class GPUWorker(ThreadWorker):  # type: ignore[misc]
-    plain_ports: frozenset[int] = frozenset()  # set by serve before the workers fork
+    # Set by serve before the workers fork.
+    plain_ports: frozenset[int] = frozenset()
     expected_workers = 1
+    body_limit = 8 * 1024 * 1024  # the app's --max-body-bytes: larger ones are refused unread
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -114,6 +123,7 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
         self.stop_at: float | None = None
         self.next_publish = 0.0
         self.published: str | None = None
+        self.gathering = 0  # body bytes being gathered by the loop, all connections together
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -231,7 +241,7 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
 
     def _read_head(self, conn: Conn) -> None:
         got = False
-        while len(conn.head) <= HEAD_LIMIT:
+        while len(conn.head) < (conn.want or HEAD_LIMIT + 1):
             try:
                 data = conn.sock.recv(65536)
             except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
@@ -252,11 +262,27 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
 
     def _dispatch_if_complete(self, conn: Conn) -> None:
         head = conn.head
-        if b"\r\n\r\n" not in head and b"\n\n" not in head:
-            if len(head) > HEAD_LIMIT:
-                self._refuse(conn, 431, "Request Header Fields Too Large",
-                             f"request head larger than {HEAD_LIMIT} bytes")
+        if conn.want is None:
+            end = _head_end(head)
+            if end < 0:
+                if len(head) > HEAD_LIMIT:
+                    self._refuse(conn, 431, "Request Header Fields Too Large",
+                                 f"request head larger than {HEAD_LIMIT} bytes")
+                return
+            body = 0 if conn.plain else _body_to_gather(bytes(head[:end]), self.body_limit)
+            if body and self.gathering + body > BODY_BUDGET:
+                body = 0  # too much gathered at once already: a thread reads it, under deadline
+            conn.want, conn.reserved = end + body, body
+            self.gathering += body
+            if len(head) < conn.want:
+                # The body too comes in here, so a client trickling it holds no thread.
+                self._wait(conn, _BODY, time.monotonic() + REQUEST_TIMEOUT)
+                # More may be buffered already (in TLS, where the selector cannot see it).
+                self._read_head(conn)
+                return
+        if len(head) < conn.want:
             return
+        self._release(conn)
         self._unwait(conn)
         conn.stage = None
         conn.sock.setblocking(True)
@@ -332,7 +358,7 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
         self._wait(conn, _CLOSING, time.monotonic() + CLOSE_LINGER)
 
     def _drain(self, conn: Conn) -> None:
-        while conn.drained < 1024 * 1024:
+        while conn.drained < DRAIN_LIMIT:
             try:
                 data = conn.sock.recv(65536)
             except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
@@ -344,7 +370,12 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
             conn.drained += len(data)
         self._close(conn)
 
+    def _release(self, conn: Conn) -> None:
+        self.gathering -= conn.reserved
+        conn.want, conn.reserved = None, 0
+
     def _close(self, conn: Conn) -> None:
+        self._release(conn)
         self._unwait(conn)
         conn.stage = None
         self.nr_conns -= 1
@@ -355,6 +386,8 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
         if now < self.next_sweep:
             return
         self.next_sweep = now + 0.2
+        if not self.alive and self.stop_at is None:  # stopping without a signal (max_requests)
+            self.stop_at = now
         stop_by = None if self.stop_at is None else self.stop_at + STOP_LINGER
         for conn in list(self.waiting):
             if conn.stage == _IDLE and stop_by is not None:
@@ -469,6 +502,32 @@ def _exposition() -> tuple[str, bytes]:
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     return CONTENT_TYPE_LATEST, generate_latest(registry)
+
+
+def _head_end(data: bytearray) -> int:
+    """Where the request head ends (after its blank line), or -1 while it is incomplete."""
+    crlf, lf = data.find(b"\r\n\r\n"), data.find(b"\n\n")
+    ends = [at + size for at, size in ((crlf, 4), (lf, 2)) if at >= 0]
+    return min(ends) if ends else -1
+
+
+def _body_to_gather(head: bytes, limit: int) -> int:
+    """How many body bytes the loop gathers before a thread takes the request: the
+    Content-Length, when there is exactly one, valid and within the limit. Anything else
+    (chunked, Expect: 100-continue, too large, malformed) is left to gunicorn's parser and
+    the app, which refuse or read it under the request deadline."""
+    lengths = []
+    for line in head.split(b"\n")[1:]:
+        name, colon, value = line.partition(b":")
+        name = name.strip().lower()
+        if colon and name in (b"transfer-encoding", b"expect"):
+            return 0
+        if colon and name == b"content-length":
+            lengths.append(value.strip())
+    if len(lengths) != 1 or not lengths[0].isdigit() or len(lengths[0]) > 12:
+        return 0
+    length = int(lengths[0])
+    return length if length <= limit else 0
 
 
 def _is_probe(head: bytearray) -> bool:

@@ -39,8 +39,10 @@ def test_serve_waits_for_the_cluster_then_judges_with_its_policies(tmp_path):
         ready = server.request("GET", "/readyz")
         assert ready.status == 503
         assert {"namespaces", "inventory"} <= set(ready.json["waiting_for"])
+        assert server.plain("GET", "/readyz").status == 503  # the probes' port says the same
         api.start()
         wait_for(lambda: server.request("GET", "/readyz").status == 200, timeout=30)
+        wait_for(lambda: server.plain("GET", "/readyz").status == 200, timeout=5)
         assert "max-two" in server.request("GET", "/readyz").json["policies"]
 
         denied = server.post("/validate", harness.envelope(harness.make_request(_pod(4), namespace="team-a")))

@@ -51,10 +51,12 @@ def test_serve_without_tls_files_creates_and_keeps_a_ca(tmp_path: Path) -> None:
 
 def _serve_fails(args: list[str], cwd: Path) -> str:
     env = {**os.environ, "PYTHONPATH": str(harness.ROOT)}
-    proc = subprocess.run([*harness.GPUPOLICY, "serve", "--port", str(harness.free_port()), *args],
+    proc = subprocess.run([*harness.GPUPOLICY, "serve", "--port", str(harness.free_port()),
+                           "--metrics-port", str(harness.free_port()), *args],
                           cwd=cwd, capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
+    assert "gpupolicy: serving https" not in proc.stdout  # said only once the ports are bound
     return proc.stderr
 
 
@@ -71,6 +73,49 @@ def test_refusals_at_start(tmp_path: Path) -> None:
     )
     err = _serve_fails(["--policies", str(policies)], tmp_path)
     assert "p.yaml:5" in err and "spec.mode" in err
+
+
+# (case, arguments, words of the one line on stderr)
+BAD_PORTS = [
+    ("port-zero", ["--port", "0"], "--port must be 1-65535, not 0"),
+    ("port-too-big", ["--port", "99999"], "--port must be 1-65535, not 99999"),
+    ("port-negative", ["--port", "-1"], "--port must be 1-65535, not -1"),
+    ("metrics-port-too-big", ["--metrics-port", "70000"],
+     "--metrics-port must be 0 (none) or 1-65535, not 70000"),
+    ("same-ports", ["--port", "9443", "--metrics-port", "9443"],
+     "--metrics-port must differ from --port (9443)"),
+    ("keepalive-zero", ["--keepalive", "0"], "--keepalive must be at least 1"),
+    ("address-not-here", ["--host", "203.0.113.7"], "cannot listen on 203.0.113.7:"),
+]
+
+
+@pytest.mark.parametrize(("case", "args", "words"), BAD_PORTS, ids=[b[0] for b in BAD_PORTS])
+def test_bad_ports_and_addresses(tmp_path: Path, case: str, args: list[str], words: str) -> None:
+    err = _serve_fails(args, tmp_path)
+    assert words in err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("which", ["--port", "--metrics-port"])
+def test_port_in_use(tmp_path: Path, which: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        err = _serve_fails(["--host", "127.0.0.1", which, str(port)], tmp_path)
+    assert err.strip() == (f"gpupolicy serve: cannot listen on 127.0.0.1:{port}: "
+                           "Address already in use")
+
+
+def test_metrics_port_off(tmp_path: Path, tls_dir: Path) -> None:
+    server = harness.start(["--tls-cert", str(tls_dir / "tls.crt"),
+                            "--tls-key", str(tls_dir / "tls.key"), "--metrics-port", "0"],
+                           tmp_path, ca=tls_dir / "ca.crt")
+    try:
+        out = server.stdout.read_text()
+        assert f"serving https://127.0.0.1:{server.port} " in out and "metrics on" not in out
+    finally:
+        server.stop()
 
 
 def _handshake(server: Server, version: ssl.TLSVersion, sni: str = SNI) -> ssl.SSLSocket:
@@ -95,6 +140,34 @@ def test_tls_versions_accepted(server: Server, version: ssl.TLSVersion) -> None:
 def test_old_tls_refused(server: Server, version: ssl.TLSVersion) -> None:
     with pytest.raises(ssl.SSLError):
         _handshake(server, version).close()
+
+
+CBC_SUITES = ("ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA:ECDHE-ECDSA-AES128-SHA256:"
+              "ECDHE-ECDSA-AES256-SHA384:ECDHE-RSA-AES128-SHA:ECDHE-RSA-AES256-SHA:AES128-SHA:"
+              "AES256-SHA:AES128-SHA256:AES256-SHA256")
+
+
+def test_tls12_cbc_only_client_refused(server: Server) -> None:
+    context = harness.client_context(server.ca)
+    context.maximum_version = ssl.TLSVersion.TLSv1_2
+    context.set_ciphers(CBC_SUITES)
+    raw = socket.create_connection(("127.0.0.1", server.port), 5)
+    with pytest.raises(ssl.SSLError):
+        context.wrap_socket(raw, server_hostname=SNI).close()
+    raw.close()
+
+
+@pytest.mark.parametrize("suite", ["ECDHE-ECDSA-AES128-GCM-SHA256",
+                                   "ECDHE-ECDSA-AES256-GCM-SHA384",
+                                   "ECDHE-ECDSA-CHACHA20-POLY1305"])
+def test_tls12_aead_suites_accepted(server: Server, suite: str) -> None:
+    context = harness.client_context(server.ca)
+    context.maximum_version = ssl.TLSVersion.TLSv1_2
+    context.set_ciphers(suite)
+    raw = socket.create_connection(("127.0.0.1", server.port), 5)
+    with context.wrap_socket(raw, server_hostname=SNI) as tls:
+        cipher = tls.cipher()
+        assert cipher is not None and cipher[0] == suite
 
 
 def test_server_context_floor(tls_dir: Path) -> None:
