@@ -232,7 +232,8 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
             except ssl.SSLWantWriteError:
                 self._wait(conn, _HANDSHAKE, conn.deadline, selectors.EVENT_WRITE)
                 return
-            except (OSError, ValueError):  # ssl.SSLError is an OSError: a refused handshake
+            except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+                self.log.debug("tls handshake with %s failed: %s", conn.client, exc)
                 self._close(conn)
                 return
             self._wait(conn, _HEAD, time.monotonic() + HEAD_TIMEOUT)
@@ -393,7 +394,10 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
             if conn.stage == _IDLE and stop_by is not None:
                 conn.deadline = min(conn.deadline, stop_by)
             if conn.deadline <= now:
-                # Never spoke, stalled mid-head, idle past keep-alive, or done lingering.
+                # Never spoke, stalled mid-head or mid-body, idle past keep-alive, or done
+                # lingering.
+                if conn.stage in (_HANDSHAKE, _HEAD, _BODY):
+                    self.log.debug("closing %s: no whole %s in time", conn.client, conn.stage)
                 self._close(conn)
 
     # ThreadWorker's loop calls these two after every turn; its own lists stay empty here.
