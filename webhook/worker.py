@@ -19,6 +19,7 @@ import contextlib
 import errno
 import json
 import os
+import resource
 import selectors
 import socket
 import ssl
@@ -45,6 +46,7 @@ DRAIN_LIMIT = 16 * 1024 * 1024
 STOP_LINGER = 2.0  # on SIGTERM, how long idle kept-alive connections may still bring a request
 HEAD_LIMIT = 64 * 1024  # gunicorn's line/field limits refuse far smaller heads first
 PROBE_THREADS = 2
+FD_RESERVE = 64  # file descriptors kept from connections, for the app's own files
 PROBE_PATHS = (b"/healthz", b"/readyz")
 
 READY_PREFIX = "ready-"  # ready-<pid>.json, one per live worker, beside the metrics samples
@@ -124,6 +126,8 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
         self.next_publish = 0.0
         self.published: str | None = None
         self.gathering = 0  # body bytes being gathered by the loop, all connections together
+        self.evicted = 0
+        self.next_evict_log = 0.0
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -137,6 +141,13 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
+        # Connections must leave file descriptors to the app (metrics files, policy reloads):
+        # past the cap, accept() closes a waiting connection rather than run out.
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY:
+            spare = soft - _open_files() - FD_RESERVE
+            cap: int = min(self.cfg.worker_connections, spare)
+            self.worker_connections = max(cap, self.cfg.threads + PROBE_THREADS)
         self.wsgi = _honour_connection_close(self.wsgi)  # type: ignore[has-type]
 
     def handle_exit(self, sig: Any, frame: Any) -> None:
@@ -148,14 +159,6 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
         if self.probe_pool is not None:
             self.probe_pool.shutdown(wait=False)
         super().handle_quit(sig, frame)
-
-    def set_accept_enabled(self, enabled: bool) -> None:
-        super().set_accept_enabled(enabled)
-        if not enabled and not self.alive:
-            # Stopping: close the listeners now, so a new connection is refused at once
-            # instead of waiting in the backlog to be reset when the worker exits.
-            for listener in self.sockets:
-                listener.close()
 
     def run(self) -> None:
         try:
@@ -176,14 +179,32 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
 
     # -- the loop's side: accept, handshake, head, idle, close ---------------------------------
 
+    def set_accept_enabled(self, enabled: bool) -> None:
+        # ThreadWorker stops accepting at worker_connections; then accept() makes room by
+        # closing the least useful waiting connection instead, so a crowd of idle clients
+        # cannot lock the apiserver out.
+        super().set_accept_enabled(enabled or self.alive)
+        if not enabled and not self.alive:
+            # Stopping: close the listeners now, so a new connection is refused at once
+            # instead of waiting in the backlog to be reset when the worker exits.
+            for listener in self.sockets:
+                listener.close()
+
     def accept(self, listener: Any) -> None:
         try:
             sock, client = listener.accept()
         except OSError as exc:
             if exc.errno in (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK):
                 return
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                # Out of file descriptors: free one; the next turn of the loop accepts.
+                if not self._evict():
+                    time.sleep(0.01)  # every connection is with a thread: soon one is back
+                return
             raise
         self.nr_conns += 1
+        if self.nr_conns > self.worker_connections:
+            self._evict()
         sock.setblocking(False)
         local = listener.getsockname()
         plain = local[1] in self.plain_ports
@@ -382,6 +403,24 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
         self.nr_conns -= 1
         util.close(conn.sock)
 
+    def _evict(self) -> bool:
+        """Close one waiting connection to make room: one still in its handshake first, then
+        one with a head half sent, then an idle one; the nearest deadline first in each."""
+        rank = {_CLOSING: 0, _HANDSHAKE: 1, _HEAD: 2, _IDLE: 3}
+        candidates = [c for c in self.waiting if c.stage in rank]
+        if not candidates:
+            return False
+        victim = min(candidates, key=lambda c: (rank[c.stage or ""], c.deadline))
+        stage = victim.stage
+        self._close(victim)
+        self.evicted += 1
+        now = time.monotonic()
+        if now >= self.next_evict_log:  # once in a while, not once per connection
+            self.next_evict_log = now + 10
+            self.log.warning("connection limit reached: %d waiting connections closed to make "
+                             "room so far (the last one: %s)", self.evicted, stage)
+        return True
+
     def _sweep(self) -> None:
         now = time.monotonic()
         if now < self.next_sweep:
@@ -506,6 +545,13 @@ def _exposition() -> tuple[str, bytes]:
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     return CONTENT_TYPE_LATEST, generate_latest(registry)
+
+
+def _open_files() -> int:
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:  # no /proc: assume a modest start-up set
+        return 64
 
 
 def _head_end(data: bytearray) -> int:

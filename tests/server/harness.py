@@ -6,12 +6,14 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import resource
 import socket
 import ssl
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -128,8 +130,10 @@ class Server:
                 self.proc.wait(5)
 
 
-def start(args: list[str], workdir: Path, ca: Path | None = None, timeout: float = 30) -> Server:
-    """Start `gpupolicy serve ARGS` on a free loopback port; wait until /healthz answers."""
+def start(args: list[str], workdir: Path, ca: Path | None = None, timeout: float = 30,
+          max_files: int | None = None) -> Server:
+    """Start `gpupolicy serve ARGS` on a free loopback port; wait until /healthz answers.
+    `max_files` caps the server's open files (RLIMIT_NOFILE)."""
     port, metrics_port = free_port(), free_port()
     log, out = workdir / "server.log", workdir / "server.out"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -138,6 +142,8 @@ def start(args: list[str], workdir: Path, ca: Path | None = None, timeout: float
         [*GPUPOLICY, "serve", "--host", "127.0.0.1", "--port", str(port),
          "--metrics-port", str(metrics_port), *args],
         cwd=workdir, stdout=out.open("wb"), stderr=log.open("wb"), env=env,
+        preexec_fn=None if max_files is None else partial(
+            resource.setrlimit, resource.RLIMIT_NOFILE, (max_files, max_files)),
     )
     server = Server(port, ca or workdir / "certs" / "ca.crt", proc, log, out, metrics_port)
     deadline = time.monotonic() + timeout

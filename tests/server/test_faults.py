@@ -398,3 +398,33 @@ def test_sigterm_with_requests_in_flight(tls_dir: Path, tmp_path: Path) -> None:
     assert not reset, reset
     assert code == 0
     assert in_flight >= 1  # the premise: requests were in flight
+
+
+def test_a_crowd_of_silent_connections_cannot_lock_the_apiserver_out(
+        tls_dir: Path, tmp_path: Path) -> None:
+    """More silent connections than the worker has file descriptors: it closes the least
+    useful waiting ones to make room, and a real request still gets through."""
+    server = harness.start(["--tls-cert", str(tls_dir / "tls.crt"),
+                            "--tls-key", str(tls_dir / "tls.key"), "--workers", "1"],
+                           tmp_path, ca=tls_dir / "ca.crt", max_files=256)
+    crowd: list[socket.socket] = []
+    try:
+        pid = server.plain("GET", "/readyz").json["workers"]
+        for _ in range(400):
+            crowd.append(_tcp(server))
+        started = time.monotonic()
+        conn = harness.Connection(server.port, harness.client_context(server.ca), timeout=5)
+        conn.request("POST", "/validate", REVIEW, {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.status == 200 and json.loads(resp.read())["response"]["uid"] == "fault"
+        conn.close()
+        took = time.monotonic() - started
+        assert server.plain("GET", "/readyz").json["workers"].keys() == pid.keys()  # no crash
+        log = server.log.read_text()
+        assert "connection limit reached" in log
+        assert "Too many open files" not in log  # the app kept the descriptors it needs
+    finally:
+        for sock in crowd:
+            sock.close()
+        server.stop()
+    FIGURES["admission beside 400 silent connections, 256 files"] = f"{took * 1000:.0f} ms"
