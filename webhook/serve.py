@@ -25,7 +25,7 @@ from typing import Any, TextIO
 from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger as GunicornLogger
 
-from webhook import sources, worker
+from webhook import metrics_port, sources, worker
 
 DEFAULT_SERVICE = "gpupolicy"
 DEFAULT_NAMESPACE = "gpupolicy"
@@ -214,7 +214,7 @@ def _multiproc_dir() -> None:
     given = os.environ.get(MULTIPROC_ENV)
     if given:
         Path(given).mkdir(parents=True, exist_ok=True)
-        for pattern in ("*.db", f"{worker.READY_PREFIX}*"):  # an earlier run's would count
+        for pattern in ("*.db", f"{metrics_port.READY_PREFIX}*"):  # an earlier run's would count
             for old in Path(given).glob(pattern):
                 old.unlink()
         return
@@ -296,7 +296,7 @@ def _child_exit(_server: Any, dead: Any) -> None:
     from webhook import metrics
 
     metrics.worker_exited(dead.pid)
-    worker.forget_worker(dead.pid)
+    metrics_port.unpublish(dead.pid)
 
 
 class _Gunicorn(BaseApplication):  # type: ignore[misc]

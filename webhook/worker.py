@@ -7,17 +7,18 @@ byte now and then, holds that thread, and `threads` such clients per worker stop
 health probes included (the validating webhook then refuses every GPU workload).
 
 Here the worker's own loop (its selector, one thread) does the TLS handshake and gathers the
-request head without blocking, each under a deadline. A pool thread takes a connection only
-once a whole head is in, and reads the body under a deadline too. Kept-alive connections wait
-in the selector, never in a thread. Health probes and the plain-HTTP metrics port get threads
-of their own, so they never queue behind admission requests.
+request head, and a body of announced length, without blocking, each under a deadline. A pool
+thread takes a connection only once the request is in (a chunked body it reads under the same
+deadline). Kept-alive connections wait in the selector, never in a thread. Health probes and
+the plain-HTTP metrics port (webhook/metrics_port.py) get threads of their own, so they never
+queue behind admission requests. At the connection limit, or out of file descriptors, the
+least useful waiting connection is closed to make room.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import resource
 import selectors
@@ -27,12 +28,13 @@ import time
 from collections.abc import Callable
 from concurrent import futures
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from gunicorn import http, util
 from gunicorn import sock as gsock
 from gunicorn.workers.gthread import TConn, ThreadWorker
+
+from webhook import metrics_port
 
 HANDSHAKE_TIMEOUT = 5.0  # accept → TLS handshake done
 HEAD_TIMEOUT = 5.0  # handshake done (or a kept-alive request's first byte) → whole head in
@@ -48,9 +50,6 @@ HEAD_LIMIT = 64 * 1024  # gunicorn's line/field limits refuse far smaller heads 
 PROBE_THREADS = 2
 FD_RESERVE = 64  # file descriptors kept from connections, for the app's own files
 PROBE_PATHS = (b"/healthz", b"/readyz")
-
-READY_PREFIX = "ready-"  # ready-<pid>.json, one per live worker, beside the metrics samples
-READY_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 BODY_BUDGET = 64 * 1024 * 1024  # body bytes one worker's loop may hold for slow clients
 _HANDSHAKE, _HEAD, _BODY, _IDLE, _CLOSING = "handshake", "head", "body", "idle", "closing"
@@ -124,7 +123,6 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
         self.next_sweep = 0.0
         self.stop_at: float | None = None
         self.next_publish = 0.0
-        self.published: str | None = None
         self.gathering = 0  # body bytes being gathered by the loop, all connections together
         self.evicted = 0
         self.next_evict_log = 0.0
@@ -168,7 +166,7 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
                 self._close(conn)
             if self.probe_pool is not None:
                 self.probe_pool.shutdown(wait=False)
-            self._unpublish()
+            metrics_port.unpublish(self.pid)
 
     def notify(self) -> None:
         super().notify()  # the heartbeat, once per loop turn: publish readiness alongside
@@ -360,7 +358,7 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
 
     def _refuse(self, conn: Conn, status: int, reason: str, message: str) -> None:
         with contextlib.suppress(OSError, ValueError):
-            conn.sock.send(_json_error(status, reason, message))
+            conn.sock.send(metrics_port.error(status, reason, message))
         self._close_gracefully(conn)
 
     def _close_gracefully(self, conn: Conn) -> None:
@@ -454,97 +452,21 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
 
     def _serve_plain(self, conn: Conn) -> bool:
         """The metrics port: one GET per connection, answered and closed."""
-        line = bytes(conn.head).split(b"\n", 1)[0].strip()
-        parts = line.split(b" ")
-        method = parts[0] if len(parts) == 3 else b""
-        path = parts[1].split(b"?", 1)[0] if len(parts) == 3 else b""
         try:
-            status, content_type, body = self._plain_answer(method, path)
-        except Exception as exc:  # never a traceback page; the log says what happened
+            answer = metrics_port.answer(bytes(conn.head), self.expected_workers)
+        except Exception:  # never a traceback page; the log says what happened
             self.log.exception("metrics port failed")
-            status, content_type = "500 Internal Server Error", "application/json"
-            body = json.dumps({"error": f"internal error: {type(exc).__name__}"}).encode()
-        head = (f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+            answer = metrics_port.error(500, "Internal Server Error",
+                                        "internal error; see the webhook logs")
         with contextlib.suppress(OSError):
-            conn.sock.sendall(head + (b"" if method == b"HEAD" else body))
+            conn.sock.sendall(answer)
         return False
 
-    def _plain_answer(self, method: bytes, path: bytes) -> tuple[str, str, bytes]:
-        shown = path.decode("latin-1")
-        if path not in (b"/metrics", b"/healthz", b"/readyz"):
-            return _error_parts(404, "Not Found", f"404 Not Found: {shown}")
-        if method not in (b"GET", b"HEAD"):
-            return _error_parts(405, "Method Not Allowed",
-                                f"405 Method Not Allowed: {method.decode('latin-1')} {shown}")
-        if path == b"/metrics":
-            return ("200 OK", *_exposition())
-        if path == b"/healthz":
-            return "200 OK", "application/json", b'{"ok":true}'
-        ready, detail = readiness(self.expected_workers)
-        return ("200 OK" if ready else "503 Service Unavailable", "application/json",
-                json.dumps(detail, separators=(",", ":")).encode())
-
-    # -- readiness, shared between workers through small files ----------------------------------
-
-    def _ready_file(self) -> Path | None:
-        where = os.environ.get(READY_DIR_ENV)
-        return Path(where) / f"{READY_PREFIX}{self.pid}.json" if where else None
+    # -- readiness, read by any worker's metrics port -------------------------------------------
 
     def _publish(self) -> None:
-        path = self._ready_file()
-        if path is None:
-            return
         detail = _readiness() if _readiness is not None else {"ready": True}
-        text = json.dumps(detail, sort_keys=True, default=str)
-        if text == self.published:
-            return
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)  # a reader sees the old or the new file, never half of one
-        self.published = text
-
-    def _unpublish(self) -> None:
-        path = self._ready_file()
-        if path is not None:
-            path.unlink(missing_ok=True)
-
-
-def readiness(expected_workers: int) -> tuple[bool, dict[str, Any]]:
-    """Ready when every worker gunicorn should be running has published, and each says it is
-    ready (its policies, and the namespaces and inventory it was given, loaded). Any worker
-    may answer the probe, so it must not answer for itself alone."""
-    where = os.environ.get(READY_DIR_ENV)
-    workers: dict[str, Any] = {}
-    if where:
-        for path in sorted(Path(where).glob(f"{READY_PREFIX}*.json")):
-            try:
-                workers[path.stem[len(READY_PREFIX):]] = json.loads(path.read_text("utf-8"))
-            except (OSError, ValueError):
-                continue  # a worker gone between the glob and the read
-    ready = len(workers) >= expected_workers and all(
-        isinstance(d, dict) and d.get("ready") is True for d in workers.values())
-    return ready, {"ready": ready, "expected_workers": expected_workers, "workers": workers}
-
-
-def forget_worker(pid: int) -> None:
-    """gunicorn child_exit hook (in the master): a dead worker's readiness no longer counts."""
-    where = os.environ.get(READY_DIR_ENV)
-    if where:
-        (Path(where) / f"{READY_PREFIX}{pid}.json").unlink(missing_ok=True)
-
-
-def _exposition() -> tuple[str, bytes]:
-    from prometheus_client import (
-        CONTENT_TYPE_LATEST,
-        CollectorRegistry,
-        generate_latest,
-        multiprocess,
-    )
-
-    registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-    return CONTENT_TYPE_LATEST, generate_latest(registry)
+        metrics_port.publish(self.pid, detail)
 
 
 def _open_files() -> int:
@@ -587,21 +509,9 @@ def _is_probe(head: bytearray) -> bool:
             and parts[1].split(b"?", 1)[0] in PROBE_PATHS)
 
 
-def _error_parts(status: int, reason: str, message: str) -> tuple[str, str, bytes]:
-    body = json.dumps({"error": message}).encode()
-    return f"{status} {reason}", "application/json", body
-
-
-def _json_error(status: int, reason: str, message: str) -> bytes:
-    _, _, body = _error_parts(status, reason, message)
-    return (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-            ).encode("latin-1") + body
-
-
 def _write_json_error(sock: Any, status_int: int, reason: str, mesg: str) -> None:
     text = f"{status_int} {reason}: {mesg}" if mesg else f"{status_int} {reason}"
-    sock.sendall(_json_error(status_int, reason, text))
+    sock.sendall(metrics_port.error(status_int, reason, text))
 
 
 def _honour_connection_close(app: Any) -> Any:

@@ -1,0 +1,107 @@
+"""The plain-HTTP metrics port's answers (GET /metrics, /healthz, /readyz) and the readiness the
+workers share to give them.
+
+Any worker may take the kubelet's probe, so /readyz must not answer for that worker alone: each
+worker publishes its own state (policies, namespaces, inventory loaded) in a small file beside
+the Prometheus samples, the master removes the file of a worker that died, and /readyz is 200
+only when as many workers as configured have published and every one of them is ready.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+READY_PREFIX = "ready-"  # ready-<pid>.json, one per live worker
+READY_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"  # serve always sets it; cleaned at start-up
+ROUTES = (b"/metrics", b"/healthz", b"/readyz")
+
+_published: dict[int, str] = {}  # pid -> the text last written, so unchanged states cost nothing
+
+
+def answer(head: bytes, expected_workers: int) -> bytes:
+    """The whole HTTP answer to a request head; the connection closes after it."""
+    parts = head.split(b"\n", 1)[0].strip().split(b" ")
+    method, target = (parts[0], parts[1]) if len(parts) == 3 else (b"", b"")
+    path = target.split(b"?", 1)[0]
+    shown = path.decode("latin-1")
+    if path not in ROUTES:
+        return error(404, "Not Found", f"404 Not Found: {shown}")
+    if method not in (b"GET", b"HEAD"):
+        return error(405, "Method Not Allowed",
+                     f"405 Method Not Allowed: {method.decode('latin-1')} {shown}")
+    if path == b"/metrics":
+        content_type, body = _exposition()
+        status = "200 OK"
+    elif path == b"/healthz":
+        status, content_type, body = "200 OK", "application/json", b'{"ok":true}'
+    else:
+        ready, detail = readiness(expected_workers)
+        status = "200 OK" if ready else "503 Service Unavailable"
+        content_type, body = "application/json", json.dumps(detail, separators=(",", ":")).encode()
+    return _response(status, content_type, b"" if method == b"HEAD" else body, len(body))
+
+
+def error(status: int, reason: str, message: str) -> bytes:
+    """One line of JSON, like every other error of the webhook."""
+    body = json.dumps({"error": message}).encode()
+    return _response(f"{status} {reason}", "application/json", body, len(body))
+
+
+def _response(status: str, content_type: str, body: bytes, length: int) -> bytes:
+    return (f"HTTP/1.1 {status}\r\nConnection: close\r\nContent-Type: {content_type}\r\n"
+            f"Content-Length: {length}\r\n\r\n").encode("latin-1") + body
+
+
+def _exposition() -> tuple[str, bytes]:
+    from prometheus_client import (
+        CONTENT_TYPE_LATEST,
+        CollectorRegistry,
+        generate_latest,
+        multiprocess,
+    )
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    return CONTENT_TYPE_LATEST, generate_latest(registry)
+
+
+def _ready_file(pid: int) -> Path | None:
+    where = os.environ.get(READY_DIR_ENV)
+    return Path(where) / f"{READY_PREFIX}{pid}.json" if where else None
+
+
+def publish(pid: int, detail: dict[str, Any]) -> None:
+    """A worker's state, written when it changes."""
+    path = _ready_file(pid)
+    text = json.dumps(detail, sort_keys=True, default=str)
+    if path is None or _published.get(pid) == text:
+        return
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)  # a reader sees the old or the new file, never half of one
+    _published[pid] = text
+
+
+def unpublish(pid: int) -> None:
+    """A worker leaving (or, from the master's child_exit hook, gone): it no longer counts."""
+    path = _ready_file(pid)
+    if path is not None:
+        path.unlink(missing_ok=True)
+    _published.pop(pid, None)
+
+
+def readiness(expected_workers: int) -> tuple[bool, dict[str, Any]]:
+    where = os.environ.get(READY_DIR_ENV)
+    workers: dict[str, Any] = {}
+    if where:
+        for path in sorted(Path(where).glob(f"{READY_PREFIX}*.json")):
+            try:
+                workers[path.stem[len(READY_PREFIX):]] = json.loads(path.read_text("utf-8"))
+            except (OSError, ValueError):
+                continue  # a worker gone between the glob and the read
+    ready = len(workers) >= expected_workers and all(
+        isinstance(d, dict) and d.get("ready") is True for d in workers.values())
+    return ready, {"ready": ready, "expected_workers": expected_workers, "workers": workers}
