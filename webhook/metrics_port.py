@@ -56,16 +56,10 @@ def _response(status: str, content_type: str, body: bytes, length: int) -> bytes
 
 
 def _exposition() -> tuple[str, bytes]:
-    from prometheus_client import (
-        CONTENT_TYPE_LATEST,
-        CollectorRegistry,
-        generate_latest,
-        multiprocess,
-    )
+    from webhook import metrics  # what every worker flushed to the shared directory
 
-    registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-    return CONTENT_TYPE_LATEST, generate_latest(registry)
+    text, content_type = metrics.exposition()
+    return content_type, text
 
 
 def _ready_file(pid: int) -> Path | None:
