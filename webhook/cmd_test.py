@@ -161,6 +161,8 @@ def _inputs(
                     raise sources.SourceError(f"{path}:{first.line}:{first.column}: "
                                               f"{first.message}")
                 for obj in sources.stream_objects(stream):
+                    if suite.is_suite(obj):  # resources: [.] beside the suite itself
+                        continue
                     found.add(obj)
                     key = _key(obj)
                     if key in objects:
@@ -296,7 +298,8 @@ def format_text(runs: Sequence[SuiteRun]) -> str:
             lines.append(f"  {o.status:<5} {o.resource}")
             lines.extend(f"        {d}" for d in o.details)
     total = _totals(runs)
-    lines.append(f"{total['tests']} cases in {len(runs)} suite{'s' * (len(runs) != 1)}: "
+    lines.append(f"{total['tests']} case{'s' * (total['tests'] != 1)} in {len(runs)} "
+                 f"suite{'s' * (len(runs) != 1)}: "
                  f"{total['passed']} passed, {total['failures']} failed, "
                  f"{total['errors']} errors")
     return "\n".join(lines) + "\n"

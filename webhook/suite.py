@@ -139,5 +139,7 @@ def _message(error: Any) -> str:
         return "unknown field"
     if error["type"] == "missing":
         return "required field is missing"
+    if error["type"] == "too_short":
+        return "must not be empty"
     text: str = error["msg"]
     return text.removeprefix("Value error, ")
