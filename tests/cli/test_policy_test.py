@@ -330,3 +330,33 @@ def test_bundled_suite_is_package_data() -> None:
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert '"defaults-tests/*.yaml"' in pyproject
     assert all(p.suffix == ".yaml" for p in (ROOT / "policies" / "defaults-tests").iterdir())
+
+
+def test_readme_suite_runs(tmp_path: Path) -> None:
+    """The README's suite, with the files it names, passes as written."""
+    section = (ROOT / "README.md").read_text().split("## Testing policies", 1)[1]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    where = tmp_path / "tests" / "training"
+    where.mkdir(parents=True)
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "gpu.yaml").write_text(
+        (ROOT / "policies" / "defaults" / "gpu-defaults.yaml").read_text())
+    write(where, example)
+    (where / "pods.yaml").write_text(PODS.replace("name: huge, namespace: ml",
+                                                  "name: train-0, namespace: ml-train"))
+    (where / "deploy.yaml").write_text("""\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: trainer, namespace: ml-train}
+spec:
+  selector: {matchLabels: {app: t}}
+  template:
+    metadata: {labels: {app: t}}
+    spec:
+      containers: [{name: main, image: cuda, resources: {requests: {nvidia.com/gpu: 1}}}]
+""")
+    (where / "namespaces.yaml").write_text(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: ml-train, labels: {tier: gpu}}\n")
+    code, out, err = gpupolicy(str(tmp_path / "tests"))
+    assert (code, err) == (0, ""), out
+    assert out.splitlines()[-1] == "3 cases in 1 suite: 3 passed, 0 failed, 0 errors"
