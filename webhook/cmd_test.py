@@ -47,8 +47,9 @@ class SuiteRun:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="suite files, or directories searched for kind: GPUPolicyTest")
+    parser.add_argument("paths", nargs="*", metavar="PATH", default=["."],
+                        help="suite files, or directories searched for kind: GPUPolicyTest "
+                             "(default: the current directory)")
     parser.add_argument("--format", choices=("text", "junit"), default="text")
     parser.add_argument("--output", "-o", metavar="FILE", help="write the report here")
 

@@ -225,6 +225,7 @@ def test_resource_given_twice(tmp_path: Path) -> None:
     [
         ({}, ["gone/"], "gone: no such file or directory"),
         ({"pods.yaml": PODS}, ["."], ".: no GPUPolicyTest suite found"),
+        ({"pods.yaml": PODS}, [], ".: no GPUPolicyTest suite found"),
         ({"pods.yaml": PODS}, ["pods.yaml"], "pods.yaml: no GPUPolicyTest document"),
     ],
 )
@@ -360,3 +361,23 @@ spec:
     code, out, err = gpupolicy(str(tmp_path / "tests"))
     assert (code, err) == (0, ""), out
     assert out.splitlines()[-1] == "3 cases in 1 suite: 3 passed, 0 failed, 0 errors"
+
+
+@pytest.mark.parametrize(
+    ("pods", "message"),
+    [
+        ("kind: Pod\nmetadata: {name: a}\nmetadata: {name: b}\n",
+         "pods.yaml:3:1: duplicate key 'metadata'"),
+        ("a: &x [*x]\n", "pods.yaml:1:"),
+        ("kind: Pod\n\tmetadata: {}\n", "pods.yaml:2:"),
+    ],
+    ids=["duplicate key", "self alias", "tab"],
+)
+def test_resources_go_through_the_hardened_reader(tmp_path: Path, pods: str,
+                                                  message: str) -> None:
+    path = write(tmp_path, HEADER + PASSING)
+    (tmp_path / "pods.yaml").write_text(pods)
+    code, _, err = gpupolicy(str(path))
+    assert code == 2
+    assert f"{path}:5: resources[0]: " in err and message in err, err
+    assert "Traceback" not in err
