@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +26,9 @@ from policies.inventory import Inventory
 from policies.loading import PolicyLoadError, check_unique
 from policies.model import GPUPolicy
 from policies.paths import to_display
-from webhook import report, sources, suite, yamlpos
+from webhook import options, report, sources, suite, yamlpos
 
+FORMATS = ("text", "junit")
 Status = Literal["PASS", "FAIL", "ERROR"]
 _ABSENT = object()
 
@@ -47,16 +49,20 @@ class SuiteRun:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="*", metavar="PATH", default=["."],
+    parser.add_argument("paths", nargs="*", metavar="PATH",
                         help="suite files, or directories searched for kind: GPUPolicyTest "
                              "(default: the current directory)")
-    parser.add_argument("--format", choices=("text", "junit"), default="text")
-    parser.add_argument("--output", "-o", metavar="FILE", help="write the report here")
+    options.add_format_options(parser, FORMATS, "text")
+    options.add_file_option(parser, FORMATS)
+    parser.epilog = ("Exit status: 0 when every case passes, 1 when one fails, 2 for an "
+                     "invalid suite, a resource a case names that is not there, or a usage "
+                     "error.")
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    options.merge_files(args)
     try:
-        found = list(_find_suites(args.paths))
+        found = list(_find_suites(args.paths or ["."]))
         catalog = sources.load_catalog()
     except sources.SourceError as exc:
         stderr.write(f"gpupolicy test: {exc}\n")
@@ -289,6 +295,14 @@ def _list(rules: Sequence[str]) -> str:
 
 # ---- reports --------------------------------------------------------------------------------
 
+# Messages quote manifest values: a terminal must not run the escape sequences they hold.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _printable(text: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def format_text(runs: Sequence[SuiteRun]) -> str:
     lines: list[str] = []
     for r in runs:
@@ -303,7 +317,7 @@ def format_text(runs: Sequence[SuiteRun]) -> str:
                  f"suite{'s' * (len(runs) != 1)}: "
                  f"{total['passed']} passed, {total['failures']} failed, "
                  f"{total['errors']} errors")
-    return "\n".join(lines) + "\n"
+    return "\n".join(_printable(line) for line in lines) + "\n"
 
 
 def format_junit(runs: Sequence[SuiteRun]) -> str:

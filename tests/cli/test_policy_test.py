@@ -313,7 +313,7 @@ def test_junit(tmp_path: Path) -> None:
 def test_output_file(tmp_path: Path) -> None:
     path = write(tmp_path, HEADER + PASSING)
     report = tmp_path / "junit.xml"
-    code, out, _ = gpupolicy("--format", "junit", "--output", str(report), str(path))
+    code, out, _ = gpupolicy("-o", "junit", "--output", str(report), str(path))
     assert (code, out) == (0, "")
     assert _junit(report.read_text()).get("tests") == "3"
 
@@ -381,3 +381,31 @@ def test_resources_go_through_the_hardened_reader(tmp_path: Path, pods: str,
     assert code == 2
     assert f"{path}:5: resources[0]: " in err and message in err, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "line"),
+    [
+        (["-f", "suite.yaml"], 0, "3 cases in 1 suite: 3 passed, 0 failed, 0 errors"),
+        (["-o", "junit", "-f", "."], 0, '<testsuites name="gpupolicy test" tests="3" '
+                                        'failures="0" errors="0">'),
+        ([], 0, "  PASS  Pod/web"),  # the current directory
+        (["-o", "report.xml", "."], 2, "did you mean --output report.xml?"),
+        (["-o", "sarif", "."], 2, "unknown format 'sarif'; choose one of text, junit"),
+        (["-f", "junit"], 2, "'junit' is a format: did you mean -o junit"),
+    ],
+)
+def test_cli_conventions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str],
+                         code: int, line: str) -> None:
+    write(tmp_path, HEADER + PASSING)
+    monkeypatch.chdir(tmp_path)
+    got, out, err = gpupolicy(*args)
+    assert got == code, out + err
+    assert any(line in text for text in (out + err).splitlines()), out + err
+
+
+def test_text_report_escapes_terminal_control_characters(tmp_path: Path) -> None:
+    path = write(tmp_path, case('  - {resource: "Pod/ml/gpu\\e[31m", allowed: true}\n'))
+    code, out, _ = gpupolicy(str(path))
+    assert code == 2
+    assert "\x1b" not in out and "Pod/ml/gpu\\x1b[31m" in out
