@@ -136,7 +136,9 @@ def _run(file: str, document: yamlpos.Document, catalog: Catalog) -> SuiteRun:
         obj = objects.get(case.key)
         if obj is None:
             line, _ = document.position(("cases", index, "resource"))
-            known = ", ".join("/".join(k) for k in objects) or "none"
+            names = ["/".join(k) for k in objects]
+            known = ", ".join(names[:10]) + (f" and {len(names) - 10} more"
+                                             if len(names) > 10 else "") or "none"
             result.outcomes.append(Outcome(case.resource, "ERROR", [
                 f"{file}:{line}: cases[{index}].resource: {case.resource!r} is not among the "
                 f"resources of the suite (found: {known})"]))
