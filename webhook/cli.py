@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("webhook.audit", "dry-run the policies over a live cluster or files"),
     "explain": ("webhook.explain", "why a GPU pod fits no node"),
     "policy": ("webhook.cmd_policy", "check policy files"),
+    "test": ("webhook.cmd_test", "run GPUPolicyTest suites: expected verdicts per resource"),
     "schema": ("webhook.cmd_schema", "print the GPUPolicy JSON schema or CRD"),
     "certs": ("webhook.certs_cli", "generate a CA and serving certificate"),
     "completion": ("webhook.completion", "print a shell completion script (bash, zsh)"),
