@@ -60,15 +60,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: ./certs)")
     parser.add_argument("--service", default=DEFAULT_SERVICE,
                         help="the webhook's Service name, for the generated cert")
-    parser.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE,
-                        help="the webhook's own namespace (never governed; default: "
-                             "$POD_NAMESPACE or gpupolicy)")
+    # `lint --namespace` is the namespace of documents; here it is where the webhook itself
+    # runs: one name for two meanings misled people, so the plain one stays only as an alias.
+    parser.add_argument("--service-namespace", "--namespace", dest="service_namespace",
+                        default=os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE,
+                        help="the namespace of the webhook's own Service, for the generated "
+                             "cert; never governed (default: $POD_NAMESPACE or gpupolicy)")
     parser.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024,
                         help="largest AdmissionReview accepted (default: 8 MiB)")
     parser.add_argument("--reload-interval", type=float, default=1.0,
                         help="seconds between checks of the policy/namespace/inventory files")
     parser.add_argument("--log-level", default="info",
-                        choices=["debug", "info", "warning", "error"])
+                        choices=["debug", "info", "warning", "error"],
+                        help="least severe log line written, JSON on stderr (default: info)")
 
 
 class TLSFiles:
@@ -237,13 +241,13 @@ def _tls_files(args: argparse.Namespace, stdout: TextIO) -> tuple[str, str]:
     from webhook import certs
 
     out = Path(args.certs_dir).resolve()
-    if certs.usable_bundle(out, args.service, args.namespace):
+    if certs.usable_bundle(out, args.service, args.service_namespace):
         stdout.write(f"gpupolicy: using the existing certificate in {out}\n")
     else:
-        bundle = certs.build_serving_cert(args.service, args.namespace, certs.build_ca())
+        bundle = certs.build_serving_cert(args.service, args.service_namespace, certs.build_ca())
         certs.write_bundle(bundle, out)
         stdout.write(f"gpupolicy: created a self-signed CA and serving certificate in {out}\n")
-    names = ", ".join(certs.service_names(args.service, args.namespace))
+    names = ", ".join(certs.service_names(args.service, args.service_namespace))
     stdout.write(f"gpupolicy: CA certificate (caBundle): {out / certs.CA_FILE}\n"
                  f"gpupolicy: serving certificate for {names}, localhost, 127.0.0.1\n")
     return str(out / certs.CERT_FILE), str(out / certs.KEY_FILE)
@@ -254,12 +258,12 @@ def _build(args: argparse.Namespace, record: bool = True) -> tuple[Any, Any]:
     from webhook.state import FileSources, State
 
     cluster = wanted(args)
-    excluded = sources.excluded_namespaces(args.exclude_namespace, args.namespace)
-    expect = ["policies"] + (["namespaces"] if args.namespaces and not cluster else []) + (
+    excluded = sources.excluded_namespaces(args.exclude_namespace, args.service_namespace)
+    expect = ["policies"] + (["namespaces"] if args.service_namespaces and not cluster else []) + (
         ["inventory"] if args.inventory and not cluster else [])
     state = State(sources.load_catalog(), excluded_namespaces=excluded, expect=expect,
                   workload_kinds=sources.load_workload_kinds(args.workload_kinds))
-    files = FileSources(state, policies=args.policies, namespaces=args.namespaces,
+    files = FileSources(state, policies=args.policies, namespaces=args.service_namespaces,
                         inventory=args.inventory, record=record, cluster=cluster)
     return state, files
 

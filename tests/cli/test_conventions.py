@@ -42,6 +42,9 @@ CASES = [
     (["explain", "-o", "yaml", "pod.yaml"], 2, "unknown format 'yaml'; choose one of text, json"),
     (["explain", "/nonexistent"], 2, "gpupolicy explain: /nonexistent: no such file"),
     (["completion", "bash"], 0, "complete -F _gpupolicy gpupolicy"),
+    (["serve", "--help"], 0, "--service-namespace SERVICE_NAMESPACE, --namespace SERVICE_NAMESPACE"),
+    (["serve", "--help"], 0, "least severe log line written, JSON on stderr"),
+    (["audit", "--help"], 0, "an input file or directory (repeatable), as kubectl -f"),
 ]
 
 
