@@ -259,11 +259,11 @@ def _build(args: argparse.Namespace, record: bool = True) -> tuple[Any, Any]:
 
     cluster = wanted(args)
     excluded = sources.excluded_namespaces(args.exclude_namespace, args.service_namespace)
-    expect = ["policies"] + (["namespaces"] if args.service_namespaces and not cluster else []) + (
+    expect = ["policies"] + (["namespaces"] if args.namespaces and not cluster else []) + (
         ["inventory"] if args.inventory and not cluster else [])
     state = State(sources.load_catalog(), excluded_namespaces=excluded, expect=expect,
                   workload_kinds=sources.load_workload_kinds(args.workload_kinds))
-    files = FileSources(state, policies=args.policies, namespaces=args.service_namespaces,
+    files = FileSources(state, policies=args.policies, namespaces=args.namespaces,
                         inventory=args.inventory, record=record, cluster=cluster)
     return state, files
 
