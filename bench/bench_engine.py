@@ -17,7 +17,7 @@ from policies.context import Context
 from policies.engine import review
 from policies.inventory import Inventory
 from policies.loading import parse_policies
-from webhook.sources import load_catalog, load_policies
+from webhook.inputs.sources import load_catalog, load_policies
 
 CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -33,8 +33,8 @@ def create_app() -> Flask:
 
 
 def main(argv: list[str]) -> int:
-    from webhook import serve
     from webhook.cli import run
+    from webhook.commands import serve
 
     def load(_args: Any) -> Flask:  # in each worker, instead of the webhook app
         return create_app()

@@ -1,7 +1,7 @@
 """Policy text -> GPUPolicy objects, with errors that name file, document, line, column and
 field path; every problem of every document at once, so one run shows them all.
 
-Text in, models out: reading files is the caller's job (webhook/sources.py).
+Text in, models out: reading files is the caller's job (webhook/inputs/sources.py).
 """
 
 from __future__ import annotations

@@ -18,12 +18,13 @@ from policies.context import Context
 from policies.engine import namespace_of, review
 from tests.engine.casetable import Case, context_for, load_cases
 from tests.server.harness import envelope, make_request
-from webhook import audit, lint, sources, yamlpos
-from webhook.audit_sources import FileSource, audited_kind
-from webhook.findings import MUTATION
-from webhook.progress import Progress
-from webhook.server import create_app
-from webhook.state import State
+from webhook.cluster.listing import FileSource, audited_kind
+from webhook.commands import audit, lint
+from webhook.http.server import create_app
+from webhook.inputs import sources, yamlpos
+from webhook.inputs.state import State
+from webhook.output.findings import MUTATION
+from webhook.output.progress import Progress
 
 CASES = load_cases()
 
@@ -116,7 +117,7 @@ def _agree(doors: Doors, path: Path, namespace: str | None) -> Iterator[str]:
 
 
 def _key(rule: str) -> str:
-    from webhook.admission import audit_key
+    from webhook.http.admission import audit_key
 
     return audit_key(rule)
 
@@ -172,7 +173,7 @@ def test_every_door_refuses_unreadable_input_alike(name: str, tmp_path: Path) ->
                             Progress(io.StringIO(), enabled=False))
     assert collector.refused_objects >= 1
     assert rule in {r["rule"] for r in collector.records()}
-    from webhook import cmd_review
+    from webhook.commands import review as cmd_review
 
     out = io.StringIO()
     args = _Args()

@@ -9,7 +9,7 @@ import pytest
 
 from policies.loading import parse_policies
 from policies.rules import OTHER_RULE_IDS, RULES
-from webhook.report import help_uri
+from webhook.output.report import help_uri
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 

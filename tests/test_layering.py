@@ -28,3 +28,34 @@ def test_core_module_is_pure(path: Path) -> None:
             assert name.split(".")[0] not in FORBIDDEN_IMPORTS, f"{path.name} imports {name}"
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             assert node.func.id not in FORBIDDEN_CALLS, f"{path.name} calls {node.func.id}()"
+
+
+EDGES = ROOT / "webhook"
+COMMANDS = sorted((EDGES / "commands").glob("*.py"))
+COMMAND_MODULES = {f"webhook.commands.{p.stem}" for p in COMMANDS if p.stem != "__init__"}
+SHARED = {"webhook.commands.options"}  # flags several commands share: not a command
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+    return found
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda p: p.stem)
+def test_commands_do_not_import_commands(path: Path) -> None:
+    own = f"webhook.commands.{path.stem}"
+    others = (_imports(path) & COMMAND_MODULES) - SHARED - {own}
+    assert not others, f"{path.name} imports {sorted(others)}"
+
+
+@pytest.mark.parametrize(
+    "path", sorted(p for p in EDGES.rglob("*.py") if "commands" not in p.parts
+                   and p.name != "cli.py"), ids=lambda p: str(p.relative_to(EDGES)))
+def test_the_edges_below_the_commands_import_none(path: Path) -> None:
+    assert not {i for i in _imports(path) if i.startswith("webhook.commands")}

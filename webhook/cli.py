@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from webhook.findings import version
+from webhook.output.findings import version
 
 DESCRIPTION = ("GPU-aware admission control for Kubernetes: one engine behind the admission "
                "webhook, the manifest linter and the cluster audit.")
@@ -23,16 +23,16 @@ EPILOG = ("Run `gpupolicy COMMAND --help` for a command's options. Exit status: 
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("webhook.serve", "run the admission webhook (gunicorn, TLS)"),
-    "review": ("webhook.cmd_review", "what the webhook would do to each document, as JSON"),
-    "lint": ("webhook.lint", "lint manifests (YAML, Helm and Kustomize output)"),
-    "audit": ("webhook.audit", "dry-run the policies over a live cluster or files"),
-    "explain": ("webhook.explain", "why a GPU pod fits no node"),
-    "policy": ("webhook.cmd_policy", "check policy files"),
-    "test": ("webhook.cmd_test", "run GPUPolicyTest suites: expected verdicts per resource"),
-    "schema": ("webhook.cmd_schema", "print the GPUPolicy JSON schema or CRD"),
-    "certs": ("webhook.certs_cli", "generate a CA and serving certificate"),
-    "completion": ("webhook.completion", "print a shell completion script (bash, zsh)"),
+    "serve": ("webhook.commands.serve", "run the admission webhook (gunicorn, TLS)"),
+    "review": ("webhook.commands.review", "what the webhook would do to each document, as JSON"),
+    "lint": ("webhook.commands.lint", "lint manifests (YAML, Helm and Kustomize output)"),
+    "audit": ("webhook.commands.audit", "dry-run the policies over a live cluster or files"),
+    "explain": ("webhook.commands.explain", "why a GPU pod fits no node"),
+    "policy": ("webhook.commands.policy", "check policy files"),
+    "test": ("webhook.commands.test", "run GPUPolicyTest suites: expected verdicts per resource"),
+    "schema": ("webhook.commands.schema", "print the GPUPolicy JSON schema or CRD"),
+    "certs": ("webhook.commands.certs", "generate a CA and serving certificate"),
+    "completion": ("webhook.commands.completion", "print a shell completion script (bash, zsh)"),
 }
 
 

@@ -27,7 +27,7 @@ from policies.resources import (  # _FIXED: the engine's table of known names
 from policies.workloads import WORKLOAD_KINDS, carriers
 from tests.chart.helm import render, webhooks
 from tests.chart.test_webhooks import KIND_RESOURCES
-from webhook.sources import load_catalog, load_policies
+from webhook.inputs.sources import load_catalog, load_policies
 
 _ENV = celpy.Environment()
 _PROGRAMS: dict[str, Any] = {}

@@ -15,7 +15,7 @@ import yaml
 from tests.chart.helm import CI_VALUES, one, render, template
 from tests.chart.test_render import K8S_VERSION
 from tests.chart.test_webhooks import KIND_RESOURCES
-from webhook.audit_sources import BUILT_IN, CUSTOM, PODS
+from webhook.cluster.listing import BUILT_IN, CUSTOM, PODS
 
 SERVER_SA = {"kind": "ServiceAccount", "name": "rel-gpupolicy", "namespace": "gpu-system"}
 
@@ -40,7 +40,7 @@ def test_server_role_is_only_what_serve_watches() -> None:
 
 
 def _audit_reads() -> set[tuple[str, str]]:
-    """(group, resource) of every list `gpupolicy audit` makes (webhook/audit_sources.py)."""
+    """(group, resource) of every list `gpupolicy audit` makes (webhook/cluster/listing.py)."""
     reads = {KIND_RESOURCES[f"{api.rpartition('/')[0]}/{kind}"] for kind, api, _, _ in BUILT_IN}
     reads |= {(group, plural) for _, group, _, plural in CUSTOM}
     assert PODS[0] == "Pod"

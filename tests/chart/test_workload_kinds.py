@@ -8,7 +8,7 @@ from typing import Any
 
 from policies.workloads import WORKLOAD_KINDS
 from tests.chart.helm import render
-from webhook.sources import load_workload_kinds
+from webhook.inputs.sources import load_workload_kinds
 
 
 def _one(objects: list[dict[str, Any]], kind: str, suffix: str = "") -> dict[str, Any]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_review import gpupolicy
-from webhook.findings import version
+from webhook.output.findings import version
 
 POD = ("apiVersion: v1\nkind: Pod\nmetadata: {name: \"evil\\e[31mred\"}\nspec:\n"
        "  containers: [{name: c, image: i, resources: {limits: {nvidia.com/gpu: \"1.5\"}}}]\n")

@@ -14,8 +14,8 @@ import yaml
 from policies.engine import review
 from tests.cli.test_review import gpupolicy
 from tests.server.conftest import NAMESPACES, POLICIES
-from webhook import sources
-from webhook.state import FileSources, State
+from webhook.inputs import sources
+from webhook.inputs.state import FileSources, State
 
 POD = """apiVersion: v1
 kind: Pod

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.cluster.fakeapi import FakeAPIServer
-from webhook.cluster import WatchSettings, api_client
+from webhook.cluster.client import WatchSettings, api_client
 
 # Short timeouts so reconnects, back-off and watch renewal all happen within a test.
 FAST = WatchSettings(page_size=2, watch_timeout=2, connect_timeout=1.0, read_timeout=5.0,

@@ -15,9 +15,9 @@ import yaml
 from policies.engine import namespace_of
 from tests.cluster.conftest import gpupolicy, namespace
 from tests.cluster.fakeapi import FakeAPIServer
-from webhook import sources
-from webhook.audit_sources import BUILT_IN, CUSTOM, audited_kind
 from webhook.cli import run as cli
+from webhook.cluster.listing import BUILT_IN, CUSTOM, audited_kind
+from webhook.inputs import sources
 
 DATA = Path(__file__).parent / "data"
 NODES = DATA / "nodes.yaml"
@@ -239,8 +239,8 @@ def test_a_kind_that_cannot_be_listed_is_reported_and_the_rest_audited(api_serve
 
 
 def _workloads(kubeconfig: str) -> tuple[dict[str, str], list[str]]:
-    from webhook.audit_sources import LiveSource
-    from webhook.progress import Progress
+    from webhook.cluster.listing import LiveSource
+    from webhook.output.progress import Progress
 
     source = LiveSource.connect(kubeconfig, None, 100)
     unavailable: dict[str, str] = {}

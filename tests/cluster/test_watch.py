@@ -12,11 +12,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.cluster.conftest import FAST, gpupolicy, namespace, node, wait_for
 from tests.cluster.fakeapi import FakeAPIServer
-from webhook import sources
-from webhook.cluster import WatchCache, list_all
-from webhook.cluster_sources import ClusterSources, namespace_labels
-from webhook.metrics import Metrics, exposition
-from webhook.state import State
+from webhook.cluster.client import WatchCache, list_all
+from webhook.cluster.watch import ClusterSources, namespace_labels
+from webhook.http.metrics import Metrics, exposition
+from webhook.inputs import sources
+from webhook.inputs.state import State
 
 
 @contextlib.contextmanager
@@ -257,8 +257,8 @@ def test_serve_hook_merges_file_policies_and_watches_the_cluster(api_server, kub
                                                                   tmp_path):
     import argparse
 
-    from webhook.cluster_sources import attach, check
-    from webhook.state import FileSources
+    from webhook.cluster.watch import attach, check
+    from webhook.inputs.state import FileSources
 
     policy_dir = tmp_path / "policies"
     policy_dir.mkdir()
@@ -307,7 +307,7 @@ def test_expired_continue_token_restarts_the_list_without_repeats(api_server, cl
      ("cordon", True)],
 )
 def test_node_cache_ignores_status_heartbeats(api_server, client, change, publishes):
-    from webhook.cluster_sources import node_facts
+    from webhook.cluster.watch import node_facts
 
     api_server.add(node("gpu-1"))
     changes: list[int] = []

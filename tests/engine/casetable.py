@@ -25,7 +25,7 @@ from policies.context import Context
 from policies.inventory import Inventory
 from policies.loading import parse_policies
 from policies.model import GPUPolicy
-from webhook.sources import load_catalog, load_inventory, load_policies
+from webhook.inputs.sources import load_catalog, load_inventory, load_policies
 
 HERE = Path(__file__).parent
 CASES = HERE / "cases"

@@ -20,7 +20,7 @@ from policies.engine import review
 from policies.model import GPUPolicy
 from policies.patch import Patch
 from policies.paths import to_pointer
-from webhook.sources import load_catalog
+from webhook.inputs.sources import load_catalog
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"

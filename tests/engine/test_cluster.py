@@ -12,7 +12,7 @@ from policies.cluster import ClusterView, shared_devices
 from policies.context import Context
 from policies.engine import review_cluster
 from policies.loading import parse_policies
-from webhook import sources
+from webhook.inputs import sources
 
 POLICY = """apiVersion: gpupolicy.io/v1alpha1
 kind: GPUPolicy

@@ -12,7 +12,7 @@ from policies.engine import explain
 from policies.inventory import Inventory
 from policies.loading import parse_policies
 from tests.engine.casetable import expand
-from webhook.sources import load_catalog
+from webhook.inputs.sources import load_catalog
 
 CATALOG = load_catalog()
 

@@ -13,7 +13,7 @@ import yaml
 from policies.engine import review
 from policies.hardware import PoolVerdict, closest
 from tests.engine.casetable import Case, context_for, expand
-from webhook.explain import answer, render
+from webhook.commands.explain import answer, render
 
 ROWS = yaml.safe_load((Path(__file__).parent / "fixtures" / "hardware-messages.yaml")
                       .read_text(encoding="utf-8"))["rows"]

@@ -8,7 +8,7 @@ import pytest
 
 from policies.context import Context
 from policies.engine import review
-from webhook.sources import load_catalog, load_policies
+from webhook.inputs.sources import load_catalog, load_policies
 
 GPU_POD: dict[str, Any] = {
     "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"},

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from policies.loading import PolicyLoadError, parse_policies
-from webhook.sources import BUNDLED_POLICIES, load_policies
+from webhook.inputs.sources import BUNDLED_POLICIES, load_policies
 
 HEAD = "apiVersion: gpupolicy.io/v1alpha1\nkind: GPUPolicy\nmetadata: {name: p}\n"
 
@@ -250,7 +250,7 @@ def test_namespace_selectors_follow_label_selector_rules(
 
 def test_custom_resources_go_through_the_same_checks() -> None:
     """A GPUPolicy object from the cluster (JSON, no positions that mean anything to a user)."""
-    from webhook.cluster_sources import Invalid, gpupolicy
+    from webhook.cluster.watch import Invalid, gpupolicy
 
     checked = gpupolicy({"metadata": {"name": "cr"}, "spec": {"inject": {
         "tolerations": [{"key": "nvidia.com/gpu!", "operator": "Exists"}],

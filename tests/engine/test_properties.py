@@ -23,7 +23,7 @@ from policies.quantity import QuantityError, parse_quantity
 from policies.resources import classify, iter_containers
 from policies.workloads import pod_specs
 from tests.engine.casetable import context_for, load_cases
-from webhook.sources import load_catalog, load_inventory, load_policies
+from webhook.inputs.sources import load_catalog, load_inventory, load_policies
 
 NODES = Path(__file__).parent / "fixtures" / "nodes.yaml"
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -240,7 +240,7 @@ def test_dry_run_diff_of_a_long_stream(tmp_path: Path) -> None:
     ("", (2, 0)),
 ])
 def test_guess_indent(text: str, expected: tuple[int, int]) -> None:
-    from webhook.fix import guess_indent
+    from webhook.output.fix import guess_indent
 
     assert guess_indent(text) == expected
 
@@ -258,7 +258,9 @@ def _edited_meanwhile(path: Path) -> None:
     (_edited_meanwhile, "the file changed while it was linted"),
 ])
 def test_fix_never_overwrites_what_it_must_not(tmp_path: Path, spoil: Any, why: str) -> None:
-    from webhook import fix, lint, sources, yamlpos
+    from webhook.commands import lint
+    from webhook.inputs import sources, yamlpos
+    from webhook.output import fix
 
     path = tmp_path / "pod.yaml"
     path.write_text(GPU_POD)

@@ -10,8 +10,9 @@ import yaml
 from policies.context import Context
 from tests.lint.helpers import MANIFESTS, POLICIES
 from tests.lint.test_yamlpos import _mutations
-from webhook import lint, sources, yamlpos
-from webhook.fix import FixError, fix_text
+from webhook.commands import lint
+from webhook.inputs import sources, yamlpos
+from webhook.output.fix import FixError, fix_text
 
 SEEDS = [p.read_bytes() for p in sorted(MANIFESTS.rglob("*.y*ml"))]
 

@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 
 from tests.lint.helpers import GOLDEN, HERE, MANIFESTS, POLICIES, ROOT, gpupolicy, gpupolicy_process
-from webhook.report import FORMATS, ReportFinding, render
+from webhook.output.report import FORMATS, ReportFinding, render
 
 # file, line, column, rule, severity, policy: what the fixture manifests must give.
 KNOWN = [

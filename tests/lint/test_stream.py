@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import tracemalloc
 
-from webhook import lint, sources, yamlpos
+from webhook.commands import lint
+from webhook.inputs import sources, yamlpos
 
 DOC = ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d}\n"
        "data: {key: value-%d, other: padding-padding-padding-padding}\n---\n")

@@ -15,8 +15,9 @@ from policies.context import Context
 from policies.engine import namespace_of, review
 from tests.engine.casetable import Case, context_for, load_cases, pointer_get
 from tests.lint.helpers import MANIFESTS, POLICIES, gpupolicy
-from webhook import lint, sources, yamlpos
-from webhook.fix import fix_text
+from webhook.commands import lint
+from webhook.inputs import sources, yamlpos
+from webhook.output.fix import fix_text
 
 CASES = load_cases()
 

@@ -9,7 +9,8 @@ import pytest
 
 from policies.context import Context
 from tests.server import harness
-from webhook import certs, sources
+from webhook import certs
+from webhook.inputs import sources
 
 HERE = Path(__file__).resolve().parent
 POLICIES = HERE / "policies"

@@ -10,7 +10,7 @@ import pytest
 
 from policies.decision import Decision, Violation
 from tests.server.contract import AUDIT_KEY, B64
-from webhook.admission import (
+from webhook.http.admission import (
     audit_annotations,
     audit_key,
     build_response,

@@ -13,9 +13,10 @@ import pytest
 
 from policies.decision import Violation
 from tests.server.harness import Server, envelope, make_request
-from webhook import admission, sources
-from webhook.server import create_app
-from webhook.state import State
+from webhook.http import admission
+from webhook.http.server import create_app
+from webhook.inputs import sources
+from webhook.inputs.state import State
 
 MANY = 10_000
 POLICIES = """\

@@ -22,8 +22,8 @@ from tests.engine import casetable
 from tests.server import contract, harness
 from tests.server.harness import Server, envelope, make_request
 from tests.server.test_reload import wait_for
-from webhook.admission import audit_key
-from webhook.sources import BUNDLED_POLICIES, manifest_files
+from webhook.http.admission import audit_key
+from webhook.inputs.sources import BUNDLED_POLICIES, manifest_files
 
 NO_POLICY = ("apiVersion: gpupolicy.io/v1alpha1\nkind: GPUPolicy\n"
              "metadata: {name: governs-nothing}\nspec: {namespaces: []}\n")

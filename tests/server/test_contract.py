@@ -17,7 +17,7 @@ from policies.workloads import WORKLOAD_KINDS
 from tests.conftest import CORPUS
 from tests.server import contract
 from tests.server.harness import Server, envelope, make_request
-from webhook.admission import audit_annotations, shape_warnings
+from webhook.http.admission import audit_annotations, shape_warnings
 
 REVIEWS = CORPUS / "admissionreview"
 # Namespaces of tests/server/namespaces.yaml and policies/: Enforce, Warn, Audit, ungoverned,

@@ -27,7 +27,7 @@ REVIEW = json.dumps(envelope(make_request(POD, uid="fault"))).encode()
 P99_LIMIT = 0.100  # seconds, the bar for normal traffic beside bad clients
 # The machine is shared (the load average often passes 10 on 2 CPUs): a round may be slowed
 # by others, so the best of a few rounds counts, as in bench/. The failure this guards against
-# is not a slow round: before webhook/worker.py, each idle client held a thread for seconds.
+# is not a slow round: before webhook/http/worker.py, each idle client held a thread for seconds.
 ROUNDS = 3
 FIGURES: dict[str, str] = {}  # what was measured, printed at the end of the module (-rA / -s)
 

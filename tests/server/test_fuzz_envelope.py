@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from tests.server import contract
 from tests.server.harness import Reply, Server, envelope, make_request
-from webhook import sources
-from webhook.server import create_app
-from webhook.state import State
+from webhook.http.server import create_app
+from webhook.inputs import sources
+from webhook.inputs.state import State
 
 pytestmark = pytest.mark.fuzz
 

@@ -11,10 +11,11 @@ import pytest
 from werkzeug.test import EnvironBuilder
 
 from tests.server.harness import Server, envelope, make_request
-from webhook import logs, sources
-from webhook import server as server_module
-from webhook.server import create_app
-from webhook.state import State
+from webhook.http import logs
+from webhook.http import server as server_module
+from webhook.http.server import create_app
+from webhook.inputs import sources
+from webhook.inputs.state import State
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
        "spec": {"containers": [{"name": "c", "image": "i"}]}}

@@ -1,4 +1,4 @@
-"""webhook/metrics.py: exact totals from many threads without a lock, the sum over processes
+"""webhook/http/metrics.py: exact totals from many threads without a lock, the sum over processes
 through prometheus_client's multiprocess files, families registered by other modules, and
 nothing built at import."""
 
@@ -14,7 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.server.harness import ROOT
-from webhook import metrics
+from webhook.http import metrics
 
 
 def parse(text: bytes) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -72,7 +72,7 @@ WORKER = """
 import os, sys
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = sys.argv[1]
 import prometheus_client
-from webhook import metrics
+from webhook.http import metrics
 # A module's own prometheus_client metrics, beside ours in the same per-process files; new
 # keys appended by either side in turn must not overwrite the other's.
 relists = prometheus_client.Counter("gpupolicy_cluster_relists", "Relists.", ["resource"])
@@ -130,7 +130,7 @@ def test_flush_writes_only_changes(tmp_path: Path) -> None:
 def test_nothing_is_built_at_import() -> None:
     """Importing the webhook creates no metric: prometheus_client's default registry holds
     no gpupolicy family, whatever PROMETHEUS_MULTIPROC_DIR says at that moment."""
-    code = ("import prometheus_client, webhook.server, webhook.metrics, webhook.state\n"
+    code = ("import prometheus_client, webhook.http.server, webhook.http.metrics, webhook.inputs.state\n"
             "names = [m.name for m in prometheus_client.REGISTRY.collect()]\n"
             "print([n for n in names if n.startswith('gpupolicy')])\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

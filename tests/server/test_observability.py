@@ -10,14 +10,14 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.server.harness import Server, envelope, make_request
-from webhook.metrics import FLUSH_SECONDS
+from webhook.http.metrics import FLUSH_SECONDS
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "obs", "namespace": "default"},
        "spec": {"containers": [{"name": "c", "image": "i"}]}}
 
 
 def samples(server: Server) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    """A scrape once every worker has flushed what it counted so far (webhook/metrics.py)."""
+    """A scrape once every worker has flushed what it counted so far (webhook/http/metrics.py)."""
     time.sleep(FLUSH_SECONDS * 2 + 0.1)
     reply = server.plain("GET", "/metrics")
     assert reply.status == 200

@@ -190,7 +190,7 @@ def test_policy_reload_under_load(live: tuple[Server, Path, Path]) -> None:
 def test_tls_files_keep_the_last_good_pair(tmp_path: Path) -> None:
     """A half-rotated pair (new cert, old key) or a broken file is not loaded; the previous
     context stays; the next change that makes the pair whole is picked up at once."""
-    from webhook.serve import TLSFiles
+    from webhook.commands.serve import TLSFiles
 
     ca = certs.build_ca()
     certs.write_bundle(certs.build_serving_cert("gpupolicy", "gpupolicy", ca), tmp_path)

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from tests.server import harness
 from tests.server.harness import SNI, Server, envelope, make_request
 from webhook.cli import run as cli_run
-from webhook.serve import TLSFiles
+from webhook.commands.serve import TLSFiles
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
        "spec": {"containers": [{"name": "c", "image": "i",

@@ -14,7 +14,7 @@ from pydantic.alias_generators import to_camel
 from policies.model import API_VERSION
 from policies.paths import FieldPath, to_display
 from policies.rules import OTHER_RULE_IDS, RULES
-from webhook import yamlpos
+from webhook.inputs import yamlpos
 
 KIND = "GPUPolicyTest"
 KNOWN_RULES = frozenset((*RULES, *OTHER_RULE_IDS))

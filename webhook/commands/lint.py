@@ -18,16 +18,18 @@ from typing import Any, TextIO
 
 from policies.decision import PatchOp
 from policies.paths import FieldPath, to_pointer
-from webhook import findings, helm, options, report, yamlpos
-from webhook.findings import ENGINE_ERROR, MUTATION
-from webhook.findings import Finding as ReportFinding
-from webhook.sources import manifest_files
+from webhook.commands import options
+from webhook.inputs import yamlpos
+from webhook.inputs.sources import manifest_files
+from webhook.output import findings, helm, report
+from webhook.output.findings import ENGINE_ERROR, MUTATION
+from webhook.output.findings import Finding as ReportFinding
 
 STDIN = "-"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from webhook.sources import add_source_arguments
+    from webhook.inputs.sources import add_source_arguments
 
     parser.add_argument("paths", nargs="*", metavar="PATH",
                         help="files or directories (recursive: *.yaml, *.yml, *.json); - for stdin")
@@ -79,7 +81,7 @@ class UsageError(Exception):
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from policies.loading import PolicyLoadError
-    from webhook import sources
+    from webhook.inputs import sources
 
     options.merge_files(args)
     try:
@@ -118,7 +120,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             stderr.write(f"{note}\n")
     not_fixed = 0
     if args.fix or args.fix_dry_run:
-        from webhook import fix
+        from webhook.output import fix
 
         not_fixed = fix.apply_edits(dict(loaded), result.edits, write=args.fix, stdout=stdout,
                                     stderr=stderr)
@@ -188,7 +190,7 @@ def _namespace_files(loaded: list[tuple[str, bytes]]) -> Iterator[tuple[str, byt
 
 
 def namespaces_in(streams: Any) -> dict[str, dict[str, str]]:
-    from webhook.sources import namespace_labels, stream_objects
+    from webhook.inputs.sources import namespace_labels, stream_objects
 
     found: dict[str, dict[str, str]] = {}
     for stream in streams:

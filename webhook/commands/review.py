@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from policies.engine import namespace_of, review
 from policies.loading import PolicyLoadError
-from webhook import sources, yamlpos
+from webhook.inputs import sources, yamlpos
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -12,8 +12,8 @@ from werkzeug.exceptions import HTTPException
 
 from policies.decision import Decision
 from policies.engine import review
-from webhook import admission, logs, metrics
-from webhook.state import State
+from webhook.http import admission, logs, metrics
+from webhook.inputs.state import State
 
 DEFAULT_MAX_BODY = 8 * 1024 * 1024  # well above the apiserver's 3 MiB request cap
 # The apiserver drops a trailing slash; a hand-made `/mutate/` works too and never redirects.
@@ -48,7 +48,7 @@ def create_app(state: State, *, max_body: int = DEFAULT_MAX_BODY,
         except _Unreadable as exc:
             status, data = bad(webhook, str(exc))
             # The rest of the body stays unread: the connection closes after this answer
-            # (webhook/worker.py honours the header).
+            # (webhook/http/worker.py honours the header).
             return Response(data, status, content_type="application/json",
                             headers={"Connection": "close"})
         status, data = answer(webhook, body)

@@ -285,7 +285,7 @@ class Metrics:
 
 
 def _version() -> str:
-    from webhook.findings import version
+    from webhook.output.findings import version
 
     return version()
 

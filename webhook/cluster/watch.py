@@ -24,8 +24,8 @@ from kubernetes import client as k8s
 
 from policies.inventory import Inventory
 from policies.model import GPUPolicy
-from webhook.cluster import ClusterError, WatchCache, WatchSettings, api_client, in_cluster
-from webhook.sources import Invalid, gpupolicy
+from webhook.cluster.client import ClusterError, WatchCache, WatchSettings, api_client, in_cluster
+from webhook.inputs.sources import Invalid, gpupolicy
 
 log = logging.getLogger("gpupolicy.cluster")
 

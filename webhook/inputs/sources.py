@@ -1,6 +1,6 @@
 """Files and the cluster's own objects -> the engine's Context. The one way in for every front
 door: `review`, `lint`, `explain`, `audit` and `serve` read files here, through the one
-hardened reader (webhook/yamlpos.py: duplicate keys, alias bombs and over-deep nesting are
+hardened reader (webhook/inputs/yamlpos.py: duplicate keys, alias bombs and over-deep nesting are
 refused the same way everywhere), and build their Context here.
 
 Fail safe, never silent: a policy source with no policy, an inventory with no node and a path
@@ -23,7 +23,7 @@ from policies.inventory import Inventory
 from policies.loading import PolicyLoadError, PolicyProblem, check_unique, parse_policies
 from policies.model import API_VERSION, KIND, GPUPolicy
 from policies.workloads import WORKLOAD_KINDS, KindTable, KindTableError, parse_kind_table
-from webhook import yamlpos
+from webhook.inputs import yamlpos
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / "policies"
 BUNDLED_POLICIES = PACKAGE_DIR / "defaults"

@@ -56,7 +56,7 @@ def _response(status: str, content_type: str, body: bytes, length: int) -> bytes
 
 
 def _exposition() -> tuple[str, bytes]:
-    from webhook import metrics  # what every worker flushed to the shared directory
+    from webhook.http import metrics  # what every worker flushed to the shared directory
 
     text, content_type = metrics.exposition()
     return content_type, text

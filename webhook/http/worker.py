@@ -10,7 +10,7 @@ Here the worker's own loop (its selector, one thread) does the TLS handshake and
 request head, and a body of announced length, without blocking, each under a deadline. A pool
 thread takes a connection only once the request is in (a chunked body it reads under the same
 deadline). Kept-alive connections wait in the selector, never in a thread. Health probes and
-the plain-HTTP metrics port (webhook/metrics_port.py) get threads of their own, so they never
+the plain-HTTP metrics port (webhook/http/metrics_port.py) get threads of their own, so they never
 queue behind admission requests. At the connection limit, or out of file descriptors, the
 least useful waiting connection is closed to make room.
 """
@@ -34,7 +34,7 @@ from gunicorn import http, util
 from gunicorn import sock as gsock
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
-from webhook import metrics_port
+from webhook.http import metrics_port
 
 HANDSHAKE_TIMEOUT = 5.0  # accept → TLS handshake done
 HEAD_TIMEOUT = 5.0  # handshake done (or a kept-alive request's first byte) → whole head in

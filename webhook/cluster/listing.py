@@ -17,10 +17,10 @@ from urllib3.exceptions import HTTPError
 
 from policies.paths import FieldPath
 from policies.workloads import WORKLOAD_KINDS, KindTable, locations_for, unlisted_pod_template
-from webhook import sources, yamlpos
-from webhook.cluster import ClusterError, api_client, list_all
-from webhook.cluster_sources import GROUP, PLURAL, VERSION, node_facts
-from webhook.progress import Progress
+from webhook.cluster.client import ClusterError, api_client, list_all
+from webhook.cluster.watch import GROUP, PLURAL, VERSION, node_facts
+from webhook.inputs import sources, yamlpos
+from webhook.output.progress import Progress
 
 Warn = Callable[[str], None]
 # Where an object was read from, for file and line in the report: None for a cluster object.

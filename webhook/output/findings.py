@@ -1,5 +1,5 @@
 """What every report is made of: the finding, the help text of every rule, and the words for a
-would-be mutation. `lint` and `audit` both build findings here; webhook/report.py renders them.
+would-be mutation. `lint` and `audit` both build findings here; webhook/output/report.py renders them.
 Standard library and the core only, so the linter's start-up stays fast."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class Finding:
 
 def rule_help(rules: Iterable[str]) -> dict[str, str]:
     """Help text per rule id (SARIF): the reader's, the edges' and the engine's rules."""
-    from webhook.yamlpos import RULE_HELP
+    from webhook.inputs.yamlpos import RULE_HELP
 
     known = {**RULE_HELP, **EDGE_RULE_HELP, **_engine_rule_help()}
     return {rule: known.get(rule, "") for rule in sorted(set(rules))}

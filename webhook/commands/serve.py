@@ -1,10 +1,10 @@
 """`gpupolicy serve`: the admission webhook under gunicorn, over TLS.
 
 gthread workers keep connections alive: the apiserver reuses its connections, and a sync worker
-would pay a TLS handshake per request (DESIGN.md §3.1). The worker class (webhook/worker.py)
+would pay a TLS handshake per request (DESIGN.md §3.1). The worker class (webhook/http/worker.py)
 keeps idle and slow clients out of its threads. The certificate is re-read for new handshakes
 when its files change (rotation without restart); policy, namespace and inventory files are
-polled by each worker (webhook/state.py). /metrics is served on its own plain-HTTP port, with
+polled by each worker (webhook/inputs/state.py). /metrics is served on its own plain-HTTP port, with
 /healthz and /readyz, so scraping needs no TLS and the admission port exposes nothing more.
 """
 
@@ -25,7 +25,8 @@ from typing import Any, TextIO
 from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger as GunicornLogger
 
-from webhook import metrics_port, sources, worker
+from webhook.http import metrics_port, worker
+from webhook.inputs import sources
 
 DEFAULT_SERVICE = "gpupolicy"
 DEFAULT_NAMESPACE = "gpupolicy"
@@ -124,7 +125,7 @@ class TLSFiles:
 
 
 def _log_event(msg: str, level: int = 20, **fields: Any) -> None:
-    from webhook import logs
+    from webhook.http import logs
 
     logs.event(logs.get(), msg, level=level, **fields)
 
@@ -147,7 +148,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         stderr.write("gpupolicy serve: give both --tls-cert and --tls-key, or neither\n")
         return 2
     _multiproc_dir()  # before anything imports prometheus_client
-    from webhook import logs
+    from webhook.http import logs
 
     logs.setup(args.log_level)
     try:
@@ -157,7 +158,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         stderr.write(f"gpupolicy serve: TLS certificate/key unusable: {exc}\n")
         return 2
     # Check the inputs once before forking; the workers load (and count) for themselves.
-    from webhook import cluster_sources  # after _multiproc_dir: it makes metrics
+    from webhook.cluster import watch as cluster_sources
 
     try:
         problems = _build(args, record=False)[1].load_all() + cluster_sources.check(args)
@@ -254,8 +255,8 @@ def _tls_files(args: argparse.Namespace, stdout: TextIO) -> tuple[str, str]:
 
 
 def _build(args: argparse.Namespace, record: bool = True) -> tuple[Any, Any]:
-    from webhook.cluster_sources import wanted
-    from webhook.state import FileSources, State
+    from webhook.cluster.watch import wanted
+    from webhook.inputs.state import FileSources, State
 
     cluster = wanted(args)
     excluded = sources.excluded_namespaces(args.exclude_namespace, args.service_namespace)
@@ -270,11 +271,11 @@ def _build(args: argparse.Namespace, record: bool = True) -> tuple[Any, Any]:
 
 def _load_app(args: argparse.Namespace) -> Any:
     """Runs in each worker (no preload): its own State and file watcher thread."""
-    from webhook.server import create_app
+    from webhook.http.server import create_app
 
     state, files = _build(args)
     worker.publish_readiness(state.detail)
-    from webhook import cluster_sources
+    from webhook.cluster import watch as cluster_sources
 
     cluster = cluster_sources.attach(args, state)  # None outside a cluster
     files.load_all()
@@ -290,14 +291,14 @@ class _JSONLogger(GunicornLogger):  # type: ignore[misc]
 
     def setup(self, cfg: Any) -> None:
         super().setup(cfg)
-        from webhook.logs import JSONFormatter
+        from webhook.http.logs import JSONFormatter
 
         for handler in self.error_log.handlers:
             handler.setFormatter(JSONFormatter())
 
 
 def _child_exit(_server: Any, dead: Any) -> None:
-    from webhook import metrics
+    from webhook.http import metrics
 
     metrics.worker_exited(dead.pid)
     metrics_port.unpublish(dead.pid)
@@ -327,7 +328,7 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
             "ssl_context": lambda _conf, _factory: self.tls.context(),
             "child_exit": _child_exit,
             "logger_class": _JSONLogger,
-            "accesslog": None,  # one JSON line per admission instead (webhook/logs.py)
+            "accesslog": None,  # one JSON line per admission instead (webhook/http/logs.py)
             "errorlog": "-",
             "loglevel": a.log_level,
             "proc_name": "gpupolicy",
@@ -348,7 +349,7 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
         return app
 
 
-if __name__ == "__main__":  # pragma: no cover - `python -m webhook.serve` for debugging
+if __name__ == "__main__":  # pragma: no cover - `python -m webhook.commands.serve` for debugging
     from webhook.cli import run as cli_run
 
     sys.exit(cli_run(["serve", *sys.argv[1:]], sys.stdout, sys.stderr))

@@ -1,8 +1,8 @@
 """`gpupolicy test [DIR|FILE ...]`: policy unit tests, as `kyverno test` and `gator verify` do
-them. A `GPUPolicyTest` suite (webhook/suite.py) names policies, an inventory, namespaces and
+them. A `GPUPolicyTest` suite (webhook/inputs/suite.py) names policies, an inventory, namespaces and
 resources; each case names a resource and what `review` must answer for it.
 
-The engine decides, this module only compares: every input is read by webhook/sources.py (the
+The engine decides, this module only compares: every input is read by webhook/inputs/sources.py (the
 hardened reader every door uses) and every answer comes from `policies.engine.review`.
 Exit 0 when every case passes, 1 when one fails, 2 when a suite is invalid or a case cannot
 run (a path that cannot be read, a resource that is not there): never a silent pass.
@@ -26,7 +26,9 @@ from policies.inventory import Inventory
 from policies.loading import PolicyLoadError, check_unique
 from policies.model import GPUPolicy
 from policies.paths import to_display
-from webhook import options, report, sources, suite, yamlpos
+from webhook.commands import options
+from webhook.inputs import sources, suite, yamlpos
+from webhook.output import report
 
 FORMATS = ("text", "junit")
 Status = Literal["PASS", "FAIL", "ERROR"]

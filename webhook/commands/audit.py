@@ -21,13 +21,14 @@ from typing import Any, TextIO
 from policies.context import Context
 from policies.engine import namespace_of, review
 from policies.loading import PolicyLoadError
-from webhook import options, sources
-from webhook.audit_cluster import ClusterChecks
-from webhook.audit_report import FORMATS, Collector, ObjectRef, write
-from webhook.audit_sources import FileSource, LiveSource, Locator, Source
-from webhook.cluster import ClusterError
-from webhook.findings import PENDING
-from webhook.progress import Progress
+from webhook.cluster.checks import ClusterChecks
+from webhook.cluster.client import ClusterError
+from webhook.cluster.listing import FileSource, LiveSource, Locator, Source
+from webhook.commands import options
+from webhook.inputs import sources
+from webhook.output.audit_report import FORMATS, Collector, ObjectRef, write
+from webhook.output.findings import PENDING
+from webhook.output.progress import Progress
 
 # (kind of the owner, kind of the owned) pairs whose owned objects are not audited twice
 OWNED = {("ReplicaSet", "Deployment"), ("Job", "CronJob")}

@@ -21,9 +21,9 @@ import yaml
 from policies.decision import Decision
 from policies.model import GPUPolicy
 from policies.paths import FieldPath, to_pointer
-from webhook import report
-from webhook.findings import ENGINE_ERROR, MUTATION, Finding, rule_help
-from webhook.findings import mutation as mutation_words
+from webhook.output import report
+from webhook.output.findings import ENGINE_ERROR, MUTATION, Finding, rule_help
+from webhook.output.findings import mutation as mutation_words
 
 FORMATS = ("table", "json", "sarif", "policyreport", "openreports")
 EXAMPLES = 20

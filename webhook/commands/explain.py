@@ -30,9 +30,10 @@ from policies.engine import explain, namespace_of
 from policies.loading import PolicyLoadError
 from policies.paths import to_display
 from policies.workloads import unlisted_pod_template
-from webhook import options, sources, yamlpos
-from webhook.audit_sources import BUILT_IN, CUSTOM, LiveSource
-from webhook.cluster import ClusterError
+from webhook.cluster.client import ClusterError
+from webhook.cluster.listing import BUILT_IN, CUSTOM, LiveSource
+from webhook.commands import options
+from webhook.inputs import sources, yamlpos
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

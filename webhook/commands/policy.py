@@ -16,7 +16,7 @@ from typing import TextIO
 
 from policies.loading import PolicyLoadError, PolicyProblem, check_unique
 from policies.model import GPUPolicy
-from webhook.sources import SourceError, manifest_files, read_policy_file
+from webhook.inputs.sources import SourceError, manifest_files, read_policy_file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,6 +1,6 @@
 """What the server judges with: the current policies.context.Context, rebuilt whenever a
 source (policy files, namespace files, node inventory; later the cluster watch caches of
-webhook/cluster.py) delivers a new version.
+webhook/cluster/client.py) delivers a new version.
 
 A source that fails keeps the last good version in effect and leaves its error here, for the
 logs, /readyz and a metric. Reading the Context is one attribute load: the request path takes
@@ -20,7 +20,8 @@ from policies.catalog import Catalog
 from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
 from policies.loading import PolicyLoadError
 from policies.workloads import WORKLOAD_KINDS, KindTable
-from webhook import logs, sources
+from webhook.http import logs
+from webhook.inputs import sources
 
 
 class State:
@@ -43,7 +44,7 @@ class State:
         self.expected = frozenset(expect)  # sources that must load once before /readyz is 200
         self.loaded: set[str] = set()
         self.errors: dict[str, str] = {}
-        # (source, "success" | "failure") -> loads; read by the metrics (webhook/server.py)
+        # (source, "success" | "failure") -> loads; read by the metrics (webhook/http/server.py)
         self.reloads: Counter[tuple[str, str]] = Counter()
         self.context = Context(
             policies=(), catalog=catalog, excluded_namespaces=excluded_namespaces,

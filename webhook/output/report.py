@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
-from webhook.findings import Finding, version
+from webhook.output.findings import Finding, version
 
 FORMATS = ("text", "json", "sarif", "junit", "github")
 TOOL_NAME = "gpupolicy"

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from webhook.findings import Finding
+from webhook.output.findings import Finding
 
 _SOURCE = re.compile(rb"^# Source: (\S[^\r\n]*)$", re.MULTILINE)
 _NAME = re.compile(r"^name:\s*['\"]?([^'\"\s#]+)", re.MULTILINE)

@@ -1,0 +1,1 @@
+"""cluster: see webhook/__init__.py for the layout."""

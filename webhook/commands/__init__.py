@@ -1,0 +1,1 @@
+"""commands: see webhook/__init__.py for the layout."""

@@ -1,0 +1,1 @@
+"""http: see webhook/__init__.py for the layout."""

@@ -1,0 +1,1 @@
+"""inputs: see webhook/__init__.py for the layout."""

@@ -1,0 +1,1 @@
+"""output: see webhook/__init__.py for the layout."""
