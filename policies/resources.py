@@ -67,7 +67,10 @@ SHARED_FAMILIES: frozenset[Family] = frozenset(
 
 @lru_cache(maxsize=4096)
 def classify(name: str) -> Resource | None:
-    """The accelerator resource behind a name, or None for cpu, memory and the like."""
+    """The accelerator resource behind a name, or None for cpu, memory and the like (and for
+    a key that is not a string: pod-field-invalid reports it)."""
+    if not isinstance(name, str):
+        return None
     found = _FIXED.get(name)
     if found is not None:
         return found
@@ -81,7 +84,7 @@ def classify(name: str) -> Resource | None:
 @lru_cache(maxsize=4096)
 def mig_profile(name: str) -> str | None:
     """`nvidia.com/mig-1g.10gb.me` -> `1g.10gb+me` (the device plugin writes `+` as `.`)."""
-    if not name.startswith("nvidia.com/mig-"):
+    if not isinstance(name, str) or not name.startswith("nvidia.com/mig-"):
         return None
     profile = name.removeprefix("nvidia.com/mig-")
     return profile[: -len(".me")] + "+me" if profile.endswith(".me") else profile
@@ -100,7 +103,7 @@ class Container:
     name: str
     role: Role
     spec: Mapping[str, Any]
-    amounts: Mapping[str, Amount]  # accelerator resources only, parsable ones
+    amounts: Mapping[str, Amount]  # accelerator resources only, valid (parsable, >= 0) ones
     gpu: bool  # asks for an accelerator (a quantity > 0 of a resource that counts)
     # Where its ResourceRequirements are (Kubeflow Trainer: `resourcesPerNode`).
     resources_field: str = "resources"
@@ -279,6 +282,8 @@ def _amounts(
                 value = parse_quantity(raw)
             except QuantityError:
                 continue  # reported by the quantity rule
+            if value < 0:
+                continue  # refused by the apiserver (the quantity rule says so): never summed
             found[name] = Amount(resource, value, (*path, field, section, name))
     return found
 
