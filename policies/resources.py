@@ -15,6 +15,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any, Literal
 
+from policies.display import shown
 from policies.paths import FieldPath
 from policies.quantity import Number, QuantityError, parse_quantity
 from policies.workloads import ContainerSlot, walk
@@ -203,7 +204,8 @@ def demand(
             amounts.update(_gpu_field(c, path, slot.gpu_field))
         gpu = any(a.value > 0 and a.resource.counts_as_gpu for a in amounts.values())
         name = c.get("name") or (path[-1] if slot is not None and path else "")
-        containers.append(Container(path, str(name), role, c, amounts, gpu, field))
+        containers.append(Container(path, name if isinstance(name, str) else shown(name), role,
+                                    c, amounts, gpu, field))
     if previous is not None and reused == len(containers) == len(earlier):
         return PodDemand(tuple(containers), previous.totals, previous.present,
                          previous.fraction, previous.gpushare_cards)

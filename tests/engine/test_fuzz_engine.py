@@ -69,7 +69,7 @@ def listof(item: st.SearchStrategy[Any], size: int = 3, least: int = 0
 
 LABEL_VALUES = st.one_of(st.text(max_size=10), st.integers(), st.booleans(), st.none(),
                          st.sampled_from(["NVIDIA-A100-SXM4-80GB", "8", "true", "1"]))
-REQUIREMENT = obj({"key": st.sampled_from(LABEL_KEYS + ["metadata.name"])},
+REQUIREMENT = obj({"key": st.sampled_from([*LABEL_KEYS, "metadata.name"])},
                   operator=st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt",
                                             "Bogus"]),
                   values=listof(LABEL_VALUES))
