@@ -82,8 +82,8 @@ def problems(value: Any, schema: Schema, path: FieldPath) -> Iterator[tuple[Fiel
             return
         for key, item in value.items():
             if not isinstance(key, str):
-                yield ((*path, path_key(key)),
-                       f"keys must be strings, got {type_name(key)} {shown(key)}")
+                written = "" if key is None else f" {shown(key)}"
+                yield (*path, path_key(key)), f"keys must be strings, got {type_name(key)}{written}"
             elif inner != "quantity":
                 yield from _scalar(item, inner, (*path, key))
 
