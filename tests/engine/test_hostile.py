@@ -11,6 +11,7 @@ import pytest
 from policies.display import shown
 from policies.engine import explain, review
 from tests.engine import casetable
+from webhook import lint, yamlpos
 
 
 def _context(inventory: str | None = None) -> Any:
@@ -51,6 +52,8 @@ def test_values_are_shown_as_written(value: Any, expected: str | None) -> None:
     ("²", '"²" is not a quantity'),
     (" 1", '" 1" is not a quantity'),
     (float("nan"), "NaN is not a quantity"),
+    (float("inf"), "Infinity is not a quantity"),
+    (float("-inf"), "-Infinity is not a quantity"),
     ("-1", '"-1": must be greater than or equal to 0'),
     ("1e-999999", '"1e-999999": must be an integer'),
 ])
@@ -101,3 +104,17 @@ def test_huge_quantities_cost_what_their_text_does(text: str) -> None:
     started = time.perf_counter()
     review(obj, _context("cluster"))
     assert time.perf_counter() - started < 0.5
+
+
+@pytest.mark.parametrize("written", [".nan", ".inf", "-.inf", ".NaN"])
+def test_yaml_nan_and_infinity_through_lint(written: str) -> None:
+    """JSON has no NaN: only YAML brings these, so they are checked here, not in the case table
+    (whose rows also go through the webhook)."""
+    text = ("apiVersion: v1\nkind: Pod\nmetadata: {name: x, namespace: ml-train}\nspec:\n"
+            "  containers:\n  - name: a\n    resources:\n"
+            f"      limits: {{nvidia.com/gpu: {written}}}\n")
+    result = lint.Result()
+    lint.lint_stream("x.yaml", yamlpos.read_stream(text.encode()), _context(), result,
+                     namespace="ml-train")
+    found = [(f.rule, f.severity, f.line) for f in result.findings]
+    assert ("gpu-quantity-not-integer", "error", 8) in found, found
