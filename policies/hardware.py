@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Any
 
 from policies.catalog import GPUS_PER_NODE, Catalog, GPUModel
+from policies.display import shown, type_name
 from policies.inventory import PER_NODE_LABELS, Pool
 from policies.mig import fits
 from policies.quantity import Number
@@ -236,7 +237,10 @@ def _selection(spec: Mapping[str, Any], pool: Pool) -> Iterator[str]:
         labels = pool.labels
         for key, want in selector.items():
             have = labels.get(key)
-            if key in PER_NODE_LABELS:
+            if not isinstance(want, str):
+                yield (f"nodeSelector {key}: {shown(want)} is {type_name(want)}, and label "
+                       "values are strings, so it matches no node (quote it)")
+            elif key in PER_NODE_LABELS:
                 if not any(pool.labels_of(n).get(key) == want for n in pool.node_names):
                     yield f"nodeSelector {key}={want} matches none of its nodes"
             elif have != want:
@@ -252,8 +256,10 @@ def _selector_keys(
     """Label keys the pod selects on, and whether it names nodes (matchFields)."""
     keys = set(selector or ())
     by_name = False
-    node_affinity = (affinity or {}).get("nodeAffinity") or {}
-    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    node_affinity = (affinity or {}).get("nodeAffinity")
+    node_affinity = node_affinity if isinstance(node_affinity, dict) else {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    required = required if isinstance(required, dict) else {}
     for term in _list(required.get("nodeSelectorTerms")):
         keys.update(str(e.get("key")) for e in _list(term.get("matchExpressions")))
         by_name |= bool(term.get("matchFields"))

@@ -6,6 +6,8 @@ then name) that sets them. What the policies ask is worked out once per set of p
 Plan), so an admission only compares and writes. Each item of the plan carries the name of
 the policy that asked for it (for an item several ask for, the first of them), and every
 patch op is written for that policy: one op never mixes what two policies asked for.
+Nothing is written into a part of the spec that has the wrong type (policies/shape.py):
+pod-field-invalid reports it, and the patch must apply to what the user sent.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.decision import Finding
+from policies.display import shown
 from policies.model import GPUPolicy
 from policies.patch import Patch, PatchConflict
 from policies.paths import FieldPath
 from policies.resources import PodDemand
+from policies.shape import NODE_AFFINITY, TERM, absent_or
 from policies.workloads import POD_FIELDS
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -74,7 +78,8 @@ def inject(
         if "affinity" in pod_fields:
             _node_affinity(patch, (*prefix, "affinity", "nodeAffinity"), plan)
         for field, value, by in plan.single:
-            if field in pod_fields and not patch.get((*prefix, field)):
+            # unset (absent or ""); any other value is theirs
+            if field in pod_fields and patch.get((*prefix, field)) in (None, ""):
                 patch.set((*prefix, field), value, by=by)
     except PatchConflict as exc:
         yield policies[0], Finding("pod-spec-malformed", str(exc), prefix)
@@ -139,8 +144,14 @@ def _dump(model: Any) -> dict[str, Any]:
 
 
 def _toleration_key(t: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "",
-            t.get("effect") or "", t.get("tolerationSeconds"))
+    return (_part(t.get("key") or ""), _part(t.get("operator") or "Equal"),
+            _part(t.get("value") or ""), _part(t.get("effect") or ""),
+            _part(t.get("tolerationSeconds")))
+
+
+def _part(value: Any) -> Any:
+    # A pod may hold anything there (a list, a map): compare it by how it reads, hashably.
+    return value if isinstance(value, str | int | float | None) else ("!", shown(value))
 
 
 def _limits_from_requests(patch: Patch, demand: PodDemand, by: str) -> None:
@@ -149,7 +160,9 @@ def _limits_from_requests(patch: Patch, demand: PodDemand, by: str) -> None:
         if not isinstance(resources, dict) or not isinstance(resources.get("requests"), dict):
             continue
         limits = resources.get("limits")
-        limits = limits if isinstance(limits, dict) else {}
+        if not absent_or(limits, ("map", None)):
+            continue
+        limits = limits or {}
         for name in container.amounts:
             if name in resources["requests"] and name not in limits:
                 value = resources["requests"][name]
@@ -159,8 +172,9 @@ def _limits_from_requests(patch: Patch, demand: PodDemand, by: str) -> None:
 
 def _tolerations(patch: Patch, path: FieldPath, plan: Plan) -> None:
     current = patch.get(path)
-    have = {_toleration_key(t) for t in current if isinstance(t, dict)} if isinstance(
-        current, list) else set()
+    if not absent_or(current, ("list", None)):
+        return
+    have = {_toleration_key(t) for t in current or () if isinstance(t, dict)}
     for key, toleration, by in plan.tolerations:
         if key not in have:
             patch.append(path, toleration, by=by)
@@ -172,15 +186,17 @@ def _node_selector(
     if not plan.node_selector:
         return
     current = patch.get(path)
-    current = current if isinstance(current, dict) else {}
+    if not absent_or(current, ("map", None)):
+        return
     for key, value, policy in plan.node_selector:
-        have = current.get(key)
+        have = (current or {}).get(key)
         if have is None:
             patch.set((*path, key), value, by=policy.name)
         elif have != value:
+            written = have if isinstance(have, str) else shown(have)
             yield policy, Finding(
                 "node-selector-conflict",
-                f"nodeSelector {key}={have} conflicts with {key}={value} "
+                f"nodeSelector {key}={written} conflicts with {key}={value} "
                 f"that policy {policy.name} requires",
                 (*path, key),
             )
@@ -188,6 +204,9 @@ def _node_selector(
 
 def _node_affinity(patch: Patch, base: FieldPath, plan: Plan) -> None:
     if not (plan.required or plan.preferred):
+        return
+    if not absent_or(patch.get(base[:-1]), ("object", None)) or not absent_or(
+            patch.get(base), NODE_AFFINITY):
         return
     if patch.get(base) is None:
         # Nothing there yet: one op adds all that the first policy asks for; what other
@@ -203,28 +222,34 @@ def _node_affinity(patch: Patch, base: FieldPath, plan: Plan) -> None:
         patch.set(base, affinity, by=by)
         if len(required) == len(plan.required) and len(preferred) == len(plan.preferred):
             return  # one policy asked for all of it (the usual case)
-    if plan.required:
+    if plan.required and absent_or(patch.get((*base, REQUIRED)), ("object", None)):
         terms_path = (*base, REQUIRED, "nodeSelectorTerms")
         terms = patch.get(terms_path)
-        if not isinstance(terms, list) or not terms:
+        if not terms:  # absent, null or []
             by = plan.required[0][1]
             patch.set(terms_path, [{"matchExpressions": [
                 r for r, owner in plan.required if owner == by]}], by=by)
             terms = patch.get(terms_path)
         # Terms are ORed: the requirement must hold in each of them.
-        for index, term in enumerate(terms):
-            expressions = term.get("matchExpressions") if isinstance(term, dict) else None
-            have = expressions if isinstance(expressions, list) else []
+        for index, term in enumerate(terms if isinstance(terms, list) else ()):
+            if not well_formed_term(term):
+                continue
+            have = term.get("matchExpressions") or []
             for requirement, by in plan.required:
                 if requirement not in have:
                     patch.append((*terms_path, index, "matchExpressions"), requirement, by=by)
-    if plan.preferred:
+    if plan.preferred and absent_or(patch.get((*base, PREFERRED)), ("list", None)):
         path = (*base, PREFERRED)
         current = patch.get(path)
-        have = current if isinstance(current, list) else []
+        have = current or []
         for term, by in plan.preferred:
             if term not in have:
                 patch.append(path, term, by=by)
+
+
+def well_formed_term(term: Any) -> bool:
+    return isinstance(term, dict) and absent_or(term.get("matchExpressions"),
+                                                TERM[1]["matchExpressions"])
 
 
 def _hide_devices(patch: Patch, demand: PodDemand, by: str) -> None:
@@ -232,6 +257,8 @@ def _hide_devices(patch: Patch, demand: PodDemand, by: str) -> None:
         if container.gpu or container.role == "ephemeral":
             continue
         env = container.spec.get("env")
+        if not absent_or(env, ("list", None)):
+            continue
         if isinstance(env, list) and any(
             isinstance(e, dict) and e.get("name") == VISIBLE_DEVICES for e in env
         ):

@@ -53,7 +53,9 @@ class Patch:
                 self._emit(path[: depth + 1], _nest(path[depth + 1 :], value), parent, part, by)
                 return
             if not isinstance(child, dict | list):
-                break
+                raise PatchConflict(
+                    f"cannot set {to_pointer(path)}: {to_pointer(path[: depth + 1])} is "
+                    "not an object")
             parent = self._owned(parent, part, child)
         if not isinstance(parent, dict):
             raise PatchConflict(f"cannot set {to_pointer(path)}: its parent is not an object")

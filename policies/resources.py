@@ -15,6 +15,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any, Literal
 
+from policies.display import shown
 from policies.paths import FieldPath
 from policies.quantity import Number, QuantityError, parse_quantity
 from policies.workloads import ContainerSlot, walk
@@ -67,7 +68,10 @@ SHARED_FAMILIES: frozenset[Family] = frozenset(
 
 @lru_cache(maxsize=4096)
 def classify(name: str) -> Resource | None:
-    """The accelerator resource behind a name, or None for cpu, memory and the like."""
+    """The accelerator resource behind a name, or None for cpu, memory and the like (and for
+    a key that is not a string: pod-field-invalid reports it)."""
+    if not isinstance(name, str):
+        return None
     found = _FIXED.get(name)
     if found is not None:
         return found
@@ -81,7 +85,7 @@ def classify(name: str) -> Resource | None:
 @lru_cache(maxsize=4096)
 def mig_profile(name: str) -> str | None:
     """`nvidia.com/mig-1g.10gb.me` -> `1g.10gb+me` (the device plugin writes `+` as `.`)."""
-    if not name.startswith("nvidia.com/mig-"):
+    if not isinstance(name, str) or not name.startswith("nvidia.com/mig-"):
         return None
     profile = name.removeprefix("nvidia.com/mig-")
     return profile[: -len(".me")] + "+me" if profile.endswith(".me") else profile
@@ -100,7 +104,7 @@ class Container:
     name: str
     role: Role
     spec: Mapping[str, Any]
-    amounts: Mapping[str, Amount]  # accelerator resources only, parsable ones
+    amounts: Mapping[str, Amount]  # accelerator resources only, valid (parsable, >= 0) ones
     gpu: bool  # asks for an accelerator (a quantity > 0 of a resource that counts)
     # Where its ResourceRequirements are (Kubeflow Trainer: `resourcesPerNode`).
     resources_field: str = "resources"
@@ -200,7 +204,8 @@ def demand(
             amounts.update(_gpu_field(c, path, slot.gpu_field))
         gpu = any(a.value > 0 and a.resource.counts_as_gpu for a in amounts.values())
         name = c.get("name") or (path[-1] if slot is not None and path else "")
-        containers.append(Container(path, str(name), role, c, amounts, gpu, field))
+        containers.append(Container(path, name if isinstance(name, str) else shown(name), role,
+                                    c, amounts, gpu, field))
     if previous is not None and reused == len(containers) == len(earlier):
         return PodDemand(tuple(containers), previous.totals, previous.present,
                          previous.fraction, previous.gpushare_cards)
@@ -279,6 +284,8 @@ def _amounts(
                 value = parse_quantity(raw)
             except QuantityError:
                 continue  # reported by the quantity rule
+            if value < 0:
+                continue  # refused by the apiserver (the quantity rule says so): never summed
             found[name] = Amount(resource, value, (*path, field, section, name))
     return found
 

@@ -4,8 +4,9 @@ Semantics follow Kubernetes exactly (apimachinery `labels`, component-helpers
 `scheduling/corev1/nodeaffinity`, core/v1 `Toleration.ToleratesTaint`): an empty LabelSelector
 matches everything, an empty NodeSelectorTerm matches nothing, NotIn holds when the key is
 absent, Gt/Lt compare integers and fail when the label is absent or not an integer.
-Malformed input (unknown operator, Gt without exactly one integer) matches nothing, as the API
-server would have refused it or the scheduler would treat it as an error.
+Malformed input (unknown operator, Gt without exactly one integer, a part of the wrong type)
+matches nothing, as the API server would have refused it or the scheduler would treat it as an
+error; it never raises.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ def _values(raw: Mapping[str, Any]) -> Sequence[Any]:
 
 def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     """A LabelSelectorRequirement (In, NotIn, Exists, DoesNotExist)."""
+    if not isinstance(expr, dict):
+        return False
     key = expr.get("key")
     op = expr.get("operator")
     if not isinstance(key, str):
@@ -59,11 +62,16 @@ def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> b
 
 def label_selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     """metav1.LabelSelector: matchLabels and matchExpressions ANDed; `{}` matches everything."""
+    if not isinstance(selector, dict):
+        return False
     match_labels = selector.get("matchLabels") or {}
+    expressions = selector.get("matchExpressions") or []
+    if not isinstance(match_labels, dict) or not isinstance(expressions, list | tuple):
+        return False
     for key, value in match_labels.items():
         if labels.get(key) != value:
             return False
-    return all(_expression_matches(e, labels) for e in selector.get("matchExpressions") or ())
+    return all(_expression_matches(e, labels) for e in expressions)
 
 
 def _integer(text: Any) -> int | None:
@@ -78,6 +86,8 @@ def _integer(text: Any) -> int | None:
 
 def requirement_matches(req: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     """core/v1 NodeSelectorRequirement against node labels."""
+    if not isinstance(req, dict):
+        return False
     op = req.get("operator")
     if op in ("Gt", "Lt"):
         key = req.get("key")
@@ -94,7 +104,7 @@ def requirement_matches(req: Mapping[str, Any], labels: Mapping[str, str]) -> bo
 
 def _field_matches(req: Mapping[str, Any], node_name: str) -> bool:
     # The scheduler supports only metadata.name in matchFields, with In / NotIn.
-    if req.get("key") != "metadata.name":
+    if not isinstance(req, dict) or req.get("key") != "metadata.name":
         return False
     op = req.get("operator")
     if op == "In":
@@ -108,8 +118,12 @@ def term_matches(
     term: Mapping[str, Any], labels: Mapping[str, str], *, node_name: str = ""
 ) -> bool:
     """NodeSelectorTerm: every expression and field requirement holds; an empty term: never."""
-    expressions = term.get("matchExpressions") or ()
-    fields = term.get("matchFields") or ()
+    if not isinstance(term, dict):
+        return False
+    expressions = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not isinstance(expressions, list | tuple) or not isinstance(fields, list | tuple):
+        return False
     if not expressions and not fields:
         return False
     return all(requirement_matches(r, labels) for r in expressions) and all(
@@ -123,25 +137,33 @@ def node_affinity_matches(
     """Required node affinity: nodeSelectorTerms ORed; an empty term list matches nothing.
 
     Takes a NodeAffinity, or a whole pod `affinity` (its `nodeAffinity` is used). No affinity,
-    or none required, matches every node.
+    or none required, matches every node; a part of the wrong type matches none.
     """
     if not affinity:
         return True
+    if not isinstance(affinity, dict):
+        return False
     if "nodeAffinity" in affinity:
         affinity = affinity["nodeAffinity"]
         if not affinity:
             return True
+        if not isinstance(affinity, dict):
+            return False
     required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     if required is None:
         return True
-    terms = required.get("nodeSelectorTerms") or ()
-    return any(term_matches(t, labels, node_name=node_name) for t in terms)
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    if not isinstance(terms, list | None):
+        return False
+    return any(term_matches(t, labels, node_name=node_name) for t in terms or ())
 
 
 def node_selector_matches(selector: Mapping[str, str] | None, labels: Mapping[str, str]) -> bool:
     """spec.nodeSelector: every key present with exactly that value."""
     if not selector:
         return True
+    if not isinstance(selector, dict):
+        return False
     return all(labels.get(k) == v for k, v in selector.items())
 
 
@@ -157,6 +179,8 @@ def _taint_parts(taint: Taint | Mapping[str, Any]) -> tuple[str, str, str]:
 
 def tolerates(toleration: Mapping[str, Any], taint: Taint | Mapping[str, Any]) -> bool:
     """core/v1 Toleration.ToleratesTaint."""
+    if not isinstance(toleration, dict):
+        return False
     key, value, effect = _taint_parts(taint)
     t_effect = toleration.get("effect") or ""
     if t_effect and t_effect != effect:

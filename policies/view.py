@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,14 +48,28 @@ def targeted_products(spec: Mapping[str, Any]) -> tuple[str, ...]:
     found: list[str] = []
     selector = spec.get("nodeSelector")
     if isinstance(selector, dict):
-        found += [str(selector[k]) for k in PRODUCT_LABELS if k in selector]
-    affinity = spec.get("affinity")
-    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
-    required = (node_affinity or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
-    for term in terms if isinstance(terms, list) else ():
-        for expr in (term or {}).get("matchExpressions") or ():
-            if (isinstance(expr, dict) and expr.get("key") in PRODUCT_LABELS
-                    and expr.get("operator") == "In"):
-                found += [str(v) for v in expr.get("values") or ()]
+        found += [v for k in PRODUCT_LABELS if isinstance(v := selector.get(k), str)]
+    for expr in _required_expressions(spec):
+        values = expr.get("values")
+        if (expr.get("key") in PRODUCT_LABELS and expr.get("operator") == "In"
+                and isinstance(values, list)):
+            found += [v for v in values if isinstance(v, str)]
     return tuple(dict.fromkeys(found))
+
+
+def _required_expressions(spec: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """The requirements of every required node-affinity term; parts of the wrong type (which
+    pod-field-invalid reports) are passed over."""
+    affinity = _dict(spec.get("affinity"))
+    required = _dict(_dict(affinity.get("nodeAffinity")).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"))
+    terms = required.get("nodeSelectorTerms")
+    for term in terms if isinstance(terms, list) else ():
+        expressions = _dict(term).get("matchExpressions")
+        for expr in expressions if isinstance(expressions, list) else ():
+            if isinstance(expr, dict):
+                yield expr
+
+
+def _dict(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}

@@ -33,6 +33,7 @@ from policies.rules import (
     mig_multiple_per_container,
     mig_profile_not_allowed,
     mig_profile_unknown,
+    pod_field_invalid,
     privileged_gpu_container,
     shared_core_invalid,
     shared_gpu_over_limit,
@@ -42,6 +43,7 @@ from policies.rules import (
 )
 
 _MODULES: tuple[ModuleType, ...] = (
+    pod_field_invalid,
     gpu_quantity_not_integer,
     gpu_request_without_limit,
     gpu_request_limit_mismatch,

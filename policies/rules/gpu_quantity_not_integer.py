@@ -1,9 +1,11 @@
 """gpu-quantity-not-integer: accelerator quantities must be whole, non-negative numbers.
 
 The apiserver refuses `nvidia.com/gpu: 0.5` (`must be an integer`) for every extended resource.
+Quantities are read as the apiserver reads them (policies/quantity.py); anything else (`²`,
+`" 1"`, `1e`, null, true, NaN, a list) is not a quantity.
 FAIL: `limits: {nvidia.com/gpu: 0.5}`, `limits: {aliyun.com/gpu-mem: 5.5}`,
-  `limits: {nvidia.com/gpu: -1}`
-PASS: `limits: {nvidia.com/gpu: 1}`, `limits: {nvidia.com/gpu: "1000m"}`
+  `limits: {nvidia.com/gpu: -1}`, `limits: {nvidia.com/gpu: null}`, `limits: {nvidia.com/gpu: "1e"}`
+PASS: `limits: {nvidia.com/gpu: 1}`, `limits: {nvidia.com/gpu: "1000m"}`, `nvidia.com/gpu: 1e1`
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Iterator
 
 from policies.context import Context
 from policies.decision import Finding
+from policies.display import shown
 from policies.model import GPUPolicy
 from policies.quantity import QuantityError, parse_quantity
 from policies.rules._common import accelerator_names, sections
@@ -31,10 +34,10 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
                 raw = values[name]
                 try:
                     value = parse_quantity(raw)
-                except QuantityError:
-                    yield Finding(ID, f"{raw!r} is not a quantity", path)
+                except QuantityError as exc:
+                    yield Finding(ID, str(exc), path)
                     continue
                 if value < 0:
-                    yield Finding(ID, f"{raw}: must be greater than or equal to 0", path)
+                    yield Finding(ID, f"{shown(raw)}: must be greater than or equal to 0", path)
                 elif value.denominator != 1:
-                    yield Finding(ID, f"{raw}: must be an integer; {HINT}", path)
+                    yield Finding(ID, f"{shown(raw)}: must be an integer; {HINT}", path)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from policies.context import Context
 from policies.decision import Finding
+from policies.display import shown
 from policies.model import GPUPolicy
 from policies.view import PodView
 
@@ -31,7 +32,8 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
         for index, var in enumerate(env if isinstance(env, list) else ()):
             if not isinstance(var, dict) or var.get("name") != NAME or "value" not in var:
                 continue
-            value = str(var.get("value") or "")
+            raw = var.get("value")
+            value = raw if isinstance(raw, str) else "" if raw is None else shown(raw)
             if value.strip().lower() not in NO_DEVICES:
                 yield Finding(
                     ID, f"container {container.name!r} requests no GPU but sets {NAME}={value}: "

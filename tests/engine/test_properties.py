@@ -47,16 +47,21 @@ def corpus_context() -> Context:
                    inventory=load_inventory(NODES, catalog))
 
 
+def _map(value: Any) -> dict[str, Any]:
+    # Parts of the wrong type are the apiserver's decoding errors (pod-field-invalid), not §6.
+    return value if isinstance(value, dict) else {}
+
+
 def apiserver_defaulted(obj: dict[str, Any]) -> dict[str, Any]:
     """SetDefaults_Pod: each limit missing from requests is copied, for v1 Pods only."""
     if obj.get("kind") != "Pod":
         return obj
     out = copy.deepcopy(obj)
     for _, _, container in iter_containers(out.get("spec") or {}, ()):
-        resources = container.get("resources") or {}
-        limits = resources.get("limits") or {}
-        if limits:
-            requests = resources.setdefault("requests", {})
+        resources = _map(container.get("resources"))
+        limits = _map(resources.get("limits"))
+        if limits and isinstance(resources.setdefault("requests", {}), dict):
+            requests = resources["requests"]
             for name, value in limits.items():
                 requests.setdefault(name, value)
     return out
@@ -67,8 +72,8 @@ def extended_resource_errors(obj: dict[str, Any]) -> list[str]:
     errors = []
     for prefix, spec in pod_specs(obj):
         for path, _, container in iter_containers(spec, prefix):
-            resources = container.get("resources") or {}
-            requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+            resources = _map(container.get("resources"))
+            requests, limits = _map(resources.get("requests")), _map(resources.get("limits"))
             for section in (requests, limits):
                 for name, raw in section.items():
                     if classify(name) is None:

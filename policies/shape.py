@@ -1,0 +1,123 @@
+"""The types the engine relies on in a pod spec, and every place a spec breaks them.
+
+The apiserver decodes a Pod before any webhook sees it, so there a wrong type cannot arrive;
+but pod templates inside custom resources (Kubeflow, Ray, KServe...) and manifests given to
+`lint` can hold anything. What the engine reads is listed here once: the rule
+`pod-field-invalid` reports what breaks it, and mutation stays out of those parts.
+`null` stands for an absent optional field, as in the apiserver's JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from policies.display import path_key, shown, type_name
+from policies.paths import FieldPath
+
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+# A schema is a type name ("string", "integer", "boolean", "label", "quantity"), or
+# ("object", {field: schema}), ("list", schema), ("map", schema).
+Schema = Any
+
+_REQUIREMENT = ("object", {"key": "string", "operator": "string", "values": ("list", "label")})
+TERM = ("object", {"matchExpressions": ("list", _REQUIREMENT),
+                   "matchFields": ("list", _REQUIREMENT)})
+NODE_AFFINITY = ("object", {
+    REQUIRED: ("object", {"nodeSelectorTerms": ("list", TERM)}),
+    PREFERRED: ("list", ("object", {"weight": "integer", "preference": TERM})),
+})
+_RESOURCES = ("object", {"requests": ("map", "quantity"), "limits": ("map", "quantity")})
+_CONTAINER = ("object", {
+    "name": "string",
+    "resources": _RESOURCES,
+    "env": ("list", ("object", {"name": "string", "value": "string"})),
+    "securityContext": ("object", {"privileged": "boolean"}),
+    "restartPolicy": "string",
+})
+TOLERATION = ("object", {"key": "string", "operator": "string", "value": "string",
+                         "effect": "string", "tolerationSeconds": "integer"})
+POD_SPEC = ("object", {
+    "containers": ("list", _CONTAINER),
+    "initContainers": ("list", _CONTAINER),
+    "ephemeralContainers": ("list", _CONTAINER),
+    "nodeSelector": ("map", "label"),
+    "affinity": ("object", {"nodeAffinity": NODE_AFFINITY}),
+    "tolerations": ("list", TOLERATION),
+    "runtimeClassName": "string",
+    "priorityClassName": "string",
+    "schedulerName": "string",
+    "nodeName": "string",
+})
+
+_SCALARS = {"string": str, "label": str, "integer": int, "boolean": bool}
+
+
+def problems(value: Any, schema: Schema, path: FieldPath) -> Iterator[tuple[FieldPath, str]]:
+    """Every (path, message) where `value` breaks `schema`. Quantities are the quantity rule's.
+    The work is one visit of each value the schema names."""
+    if isinstance(schema, str):
+        yield from _scalar(value, schema, path)
+        return
+    kind, inner = schema
+    if kind == "object":
+        if not isinstance(value, dict):
+            yield path, f"must be an object, got {type_name(value)}"
+            return
+        for field, sub in inner.items():
+            child = value.get(field)
+            if child is not None:
+                yield from problems(child, sub, (*path, field))
+    elif kind == "list":
+        if not isinstance(value, list):
+            yield path, f"must be a list, got {type_name(value)}"
+            return
+        for index, item in enumerate(value):
+            yield from problems(item, inner, (*path, index))
+    else:  # map
+        if not isinstance(value, dict):
+            yield path, f"must be an object, got {type_name(value)}"
+            return
+        for key, item in value.items():
+            if not isinstance(key, str):
+                written = "" if key is None else f" {shown(key)}"
+                yield (*path, path_key(key)), f"keys must be strings, got {type_name(key)}{written}"
+            elif inner != "quantity":
+                yield from _scalar(item, inner, (*path, key))
+
+
+def _scalar(value: Any, kind: str, path: FieldPath) -> Iterator[tuple[FieldPath, str]]:
+    if kind == "quantity":
+        return
+    wanted = _SCALARS[kind]
+    if isinstance(value, wanted) and (kind != "integer" or not isinstance(value, bool)):
+        return
+    if kind == "label" and isinstance(value, bool | int | float):
+        yield path, (f"must be a string, got {type_name(value)} {shown(value)}: label values "
+                     f"are strings, quote it (\"{shown(value)}\")")
+    elif value is None or isinstance(value, dict | list):
+        yield path, f"must be {_ARTICLE[kind]}, got {type_name(value)}"
+    else:
+        yield path, f"must be {_ARTICLE[kind]}, got {type_name(value)} {shown(value)}"
+
+
+_ARTICLE = {"string": "a string", "label": "a string", "integer": "an integer",
+            "boolean": "a boolean"}
+
+
+def well_formed(value: Any, schema: Schema) -> bool:
+    """Whether `value` (present, not null) has the type `schema` names at its top level;
+    mutation writes only into parts that do."""
+    if isinstance(schema, str):
+        return isinstance(value, _SCALARS.get(schema, object))
+    return isinstance(value, list if schema[0] == "list" else dict)
+
+
+def absent_or(value: Any, schema: Schema) -> bool:
+    return value is None or well_formed(value, schema)
+
+
+def spec_problems(spec: Mapping[str, Any], prefix: FieldPath) -> list[tuple[FieldPath, str]]:
+    return list(problems(spec, POD_SPEC, prefix))
