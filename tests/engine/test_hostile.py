@@ -11,7 +11,8 @@ import pytest
 from policies.display import shown
 from policies.engine import explain, review
 from tests.engine import casetable
-from webhook import lint, yamlpos
+from webhook.commands import lint
+from webhook.inputs import yamlpos
 
 
 def _context(inventory: str | None = None) -> Any:

@@ -25,7 +25,7 @@ from policies.model import API_VERSION, KIND, GPUPolicy
 from policies.workloads import WORKLOAD_KINDS, KindTable, KindTableError, parse_kind_table
 from webhook.inputs import yamlpos
 
-PACKAGE_DIR = Path(__file__).resolve().parent.parent / "policies"
+PACKAGE_DIR = Path(__file__).resolve().parents[2] / "policies"
 BUNDLED_POLICIES = PACKAGE_DIR / "defaults"
 CATALOG_FILE = PACKAGE_DIR / "data" / "catalog.yaml"
 SUFFIXES = (".yaml", ".yml", ".json")

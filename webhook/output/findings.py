@@ -1,5 +1,5 @@
 """What every report is made of: the finding, the help text of every rule, and the words for a
-would-be mutation. `lint` and `audit` both build findings here; webhook/output/report.py renders them.
+would-be mutation. `lint` and `audit` both build findings here; output/report.py renders them.
 Standard library and the core only, so the linter's start-up stays fast."""
 
 from __future__ import annotations
