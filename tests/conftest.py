@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,3 +26,18 @@ def corpus_dir() -> Path:
     if not CORPUS.is_dir():
         pytest.skip(f"corpus not present at {CORPUS} (clone-only checkout): corpus tests not run")
     return CORPUS
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_metrics_mode() -> Iterator[None]:
+    """A test that writes multiprocess metrics (as a gunicorn worker does) switches the process
+    to prometheus_client's multiprocess mode; the next tests must not inherit it."""
+    from prometheus_client import values
+
+    before = os.environ.get("PROMETHEUS_MULTIPROC_DIR"), values.ValueClass
+    yield
+    if before[0] is None:
+        os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    else:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = before[0]
+    values.ValueClass = before[1]
