@@ -103,7 +103,7 @@ def _validate(item: Any) -> GPUPolicy:
     try:
         return GPUPolicy.model_validate(item)
     except ValidationError as exc:
-        raise _Problems(*((_loc(e), _message(e)) for e in exc.errors())) from None
+        raise _Problems(*((_loc(e), validation_message(e)) for e in exc.errors())) from None
 
 
 def _loc(error: Any) -> FieldPath:
@@ -117,11 +117,14 @@ def _field(loc: FieldPath) -> FieldPath:
     return loc[:-1] if loc and loc[-1] == _KEY else loc
 
 
-def _message(error: Any) -> str:
+def validation_message(error: Any) -> str:
+    """A pydantic error in the words of a Kubernetes validation message."""
     if error["type"] == "extra_forbidden":
         return "unknown field"
     if error["type"] == "missing":
         return "required field is missing"
+    if error["type"] == "too_short":
+        return "must not be empty"
     text: str = error["msg"]
     return text.removeprefix("Value error, ")
 

@@ -135,16 +135,10 @@ def emit(args: argparse.Namespace, result: Result, stdout: TextIO, stderr: TextI
     )
     text = report.render(args.format, result.findings, files=result.files, color=color,
                          rule_help=findings.rule_help(f.rule for f in result.findings))
-    if args.output:
-        try:
-            Path(args.output).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            stderr.write(f"gpupolicy lint: {args.output}: cannot write: {exc.strerror or exc}\n")
-            return 2
-    elif args.fix_dry_run:  # stdout carries the diff alone, ready for `git apply`
-        stderr.write(text)
-    else:
-        stdout.write(text)
+    # with --fix-dry-run stdout carries the diff alone, ready for `git apply`
+    if not options.write_report(text, args.output, stderr if args.fix_dry_run else stdout,
+                                stderr, "lint"):
+        return 2
     return 1 if any(f.severity == "error" for f in result.findings) else 0
 
 

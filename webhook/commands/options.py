@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 REPORT_SUFFIXES = (".json", ".sarif", ".xml", ".txt", ".yaml", ".yml", ".html", ".out")
 
@@ -32,6 +33,20 @@ def add_file_option(parser: argparse.ArgumentParser, formats: Sequence[str], *,
 
 def merge_files(args: argparse.Namespace, dest: str = "paths") -> None:
     setattr(args, dest, [*getattr(args, dest), *getattr(args, f"{dest}_f")])
+
+
+def write_report(text: str, output: str | None, stdout: TextIO, stderr: TextIO,
+                 prog: str) -> bool:
+    """The report to `--output FILE`, else to stdout; False (said on stderr) if it cannot."""
+    if not output:
+        stdout.write(text)
+        return True
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        stderr.write(f"gpupolicy {prog}: {output}: cannot write: {exc.strerror or exc}\n")
+        return False
+    return True
 
 
 def _format(formats: Sequence[str]) -> Any:

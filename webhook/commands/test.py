@@ -75,14 +75,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         if r.error:
             stderr.write(f"gpupolicy test: invalid suite: {r.error}\n")
     text = format_junit(runs) if args.format == "junit" else format_text(runs)
-    if args.output:
-        try:
-            Path(args.output).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            stderr.write(f"gpupolicy test: {args.output}: cannot write: {exc.strerror}\n")
-            return 2
-    else:
-        stdout.write(text)
+    if not options.write_report(text, args.output, stdout, stderr, "test"):
+        return 2
     statuses = {o.status for r in runs for o in r.outcomes}
     if any(r.error for r in runs) or "ERROR" in statuses:
         return 2

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from policies.loading import validation_message
 from policies.model import API_VERSION
 from policies.paths import FieldPath, to_display
 from policies.rules import OTHER_RULE_IDS, RULES
@@ -131,15 +132,6 @@ def _describe(document: yamlpos.Document, file: str, error: Any) -> str:
     loc: FieldPath = tuple(error["loc"])
     line, _ = document.position(loc)
     where = f" {to_display(loc)}:" if loc else ""
-    return f"{file}:{line}:{where} {_message(error)}"
+    return f"{file}:{line}:{where} {validation_message(error)}"
 
 
-def _message(error: Any) -> str:
-    if error["type"] == "extra_forbidden":
-        return "unknown field"
-    if error["type"] == "missing":
-        return "required field is missing"
-    if error["type"] == "too_short":
-        return "must not be empty"
-    text: str = error["msg"]
-    return text.removeprefix("Value error, ")
