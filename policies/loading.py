@@ -6,17 +6,15 @@ Text in, models out: reading files is the caller's job (webhook/inputs/sources.p
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from policies import yamlpos
 from policies.model import API_VERSION, KIND, GPUPolicy
 from policies.paths import FieldPath, to_display
-
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -42,27 +40,40 @@ class PolicyLoadError(ValueError):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
-def parse_policies(text: str, source: str = "<policy>") -> list[GPUPolicy]:
-    """Every GPUPolicy in a YAML/JSON stream (`kind: List` too); all problems at once."""
+def parse_policies(text: str | bytes, source: str = "<policy>") -> list[GPUPolicy]:
+    """Every GPUPolicy in a YAML/JSON stream (`kind: List` and `GPUPolicyList` too), read by
+    the one hardened reader (policies/yamlpos.py); every problem at once."""
+    stream = yamlpos.read_stream(text)
+    problems = [PolicyProblem(source, p.document, p.line, "", p.message, p.column)
+                for p in stream.problems]
     policies: list[GPUPolicy] = []
-    problems: list[PolicyProblem] = []
-    for index, node, data in _documents(text, source, problems):
-        for item, item_node, prefix in _items(data, node):
+    for doc in stream.documents:
+        if doc.data is None:
+            continue
+        items = list(doc.objects()) if isinstance(doc.data, dict) else [((), doc.data)]
+        for prefix, item in items:
             try:
                 policies.append(_validate(item))
             except _Problems as exc:
-                where = _Positions(item_node)
-                found = [(*where(loc), loc, message) for loc, message in exc.found]
+                found = [(*_position(doc, (*prefix, *loc)), loc, message)
+                         for loc, message in exc.found]
                 # pydantic reports in model order; a reader goes down the file.
                 found.sort(key=lambda f: (f[0], f[1]))
                 problems += [
-                    PolicyProblem(source, index, line, to_display((*prefix, *_field(loc))),
+                    PolicyProblem(source, doc.index, line, to_display((*prefix, *_field(loc))),
                                   message, column)
                     for line, column, loc, message in found
                 ]
     if problems:
         raise PolicyLoadError(problems)
     return policies
+
+
+def _position(doc: yamlpos.Document, loc: FieldPath) -> tuple[int, int]:
+    """A bad map key at the key; any other problem at the value (or the mapping lacking it)."""
+    if loc and loc[-1] == _KEY:
+        return doc.position(loc[:-1])
+    return doc.position(loc, value=True)
 
 
 def check_unique(policies: Iterable[tuple[str, GPUPolicy]]) -> None:
@@ -127,88 +138,3 @@ def validation_message(error: Any) -> str:
         return "must not be empty"
     text: str = error["msg"]
     return text.removeprefix("Value error, ")
-
-
-def _documents(
-    text: str, source: str, problems: list[PolicyProblem]
-) -> Iterator[tuple[int, yaml.Node, Any]]:
-    loader = _Loader(text)
-    index = 1  # the document being read
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            if node is not None:
-                yield index, node, loader.construct_document(node)
-            index += 1
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
-        reason = getattr(exc, "problem", None) or str(exc)
-        problems.append(
-            PolicyProblem(source, index, line, "", f"invalid YAML: {reason}", column))
-    finally:
-        loader.dispose()
-
-
-def _items(
-    data: Any, node: yaml.Node | None
-) -> Iterator[tuple[Any, yaml.Node | None, tuple[str | int, ...]]]:
-    if data is None:
-        return
-    if isinstance(data, dict) and data.get("kind") == "List":
-        items = data.get("items") or []
-        items_node = _child(node, "items")
-        for i, item in enumerate(items):
-            yield item, _child(items_node, i), ("items", i)
-        return
-    yield data, node, ()
-
-
-def _child(node: yaml.Node | None, key: str | int) -> yaml.Node | None:
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            if k.value == key:
-                return v  # type: ignore[no-any-return]
-    elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-        return node.value[key]  # type: ignore[no-any-return]
-    return None
-
-
-class _Positions:
-    """Line and column of a field path in one document. Each mapping is indexed once, so a
-    policy with many bad keys costs one pass over each mapping, not one per problem."""
-
-    def __init__(self, node: yaml.Node | None) -> None:
-        self.node = node
-        self._keys: dict[int, dict[Any, tuple[yaml.Node, yaml.Node]]] = {}
-
-    def __call__(self, loc: FieldPath) -> tuple[int, int]:
-        """The deepest part of `loc` the document has: a bad map key points at the key, a
-        missing field at the mapping that lacks it."""
-        found = self.node
-        for depth, part in enumerate(loc):
-            if part == _KEY:
-                break
-            pair = self._entry(found, part)
-            if pair is None:
-                break
-            found = pair[0] if loc[depth + 1:] == (_KEY,) else pair[1]
-        if found is None:
-            return 0, 0
-        return found.start_mark.line + 1, found.start_mark.column + 1
-
-    def _entry(self, node: yaml.Node | None, part: str | int) -> tuple[yaml.Node, yaml.Node] | None:
-        if isinstance(node, yaml.SequenceNode):
-            if isinstance(part, int) and 0 <= part < len(node.value):
-                return node.value[part], node.value[part]
-            return None
-        if not isinstance(node, yaml.MappingNode):
-            return None
-        keys = self._keys.get(id(node))
-        if keys is None:
-            keys = {}
-            for k, v in node.value:
-                if isinstance(k, yaml.ScalarNode):
-                    keys[k.value] = (k, v)  # the last one wins, as when the YAML is loaded
-            self._keys[id(node)] = keys
-        return keys.get(part)

@@ -21,7 +21,8 @@ from tests.server.harness import envelope, make_request
 from webhook.cluster.listing import FileSource, audited_kind
 from webhook.commands import audit, lint
 from webhook.http.server import create_app
-from webhook.inputs import sources, yamlpos
+from webhook.inputs import sources
+from policies import yamlpos
 from webhook.inputs.state import State
 from webhook.output.findings import MUTATION
 from webhook.output.progress import Progress

@@ -12,7 +12,7 @@ from policies.display import shown
 from policies.engine import explain, review
 from tests.engine import casetable
 from webhook.commands import lint
-from webhook.inputs import yamlpos
+from policies import yamlpos
 
 
 def _context(inventory: str | None = None) -> Any:

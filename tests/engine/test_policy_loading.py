@@ -40,7 +40,7 @@ BROKEN = [
     (HEAD + "spec: {}\n---\n" + HEAD + "spec:\n  priority: high\n",
      "x.yaml:10:13: document 2: spec.priority: Input should be a valid integer, "
      "unable to parse string as an integer"),
-    ("spec: [unclosed\n", "x.yaml:2:1: document 1: invalid YAML: did not find expected ',' or ']'"),
+    ("spec: [unclosed\n", "x.yaml:2:1: document 1: did not find expected ',' or ']' (while parsing a flow sequence)"),
     ("- just\n- a list\n", "x.yaml:1:1: document 1: expected a GPUPolicy mapping, got list"),
     ("kind: List\nitems:\n  - " + HEAD.replace("\n", "\n    ") + "spec: {mode: x}\n",
      "x.yaml:6:18: document 1: items[0].spec.mode: Input should be 'Enforce', 'Warn' or 'Audit'"),
@@ -260,3 +260,25 @@ def test_custom_resources_go_through_the_same_checks() -> None:
         checked.message)
     assert "spec.inject.runtimeClassName: 'Not_A_Valid_Name' is not a valid name" in (
         checked.message)
+
+
+POLICY_ITEM = ("{apiVersion: gpupolicy.io/v1alpha1, kind: GPUPolicy, metadata: {name: NAME}, "
+               "spec: {mode: Audit}}")
+
+
+@pytest.mark.parametrize(("text", "names", "problem"), [
+    (f"apiVersion: v1\nkind: GPUPolicyList\nitems: [{POLICY_ITEM.replace('NAME', 'a')}, "
+     f"{POLICY_ITEM.replace('NAME', 'b')}]\n", ["a", "b"], None),  # kubectl get -o yaml
+    (f"kind: List\nitems: [{POLICY_ITEM.replace('NAME', 'a')}]\n", ["a"], None),
+    ("apiVersion: gpupolicy.io/v1alpha1\nkind: GPUPolicy\nkind: GPUPolicy\n", [],
+     "duplicate key 'kind'"),
+    ("a: &a [*a]\n", [], "an alias refers to a node that contains it"),
+])
+def test_policies_are_read_by_the_one_hardened_reader(text: str, names: list[str],
+                                                      problem: str | None) -> None:
+    if problem is None:
+        assert [p.name for p in parse_policies(text, "x.yaml")] == names
+        return
+    with pytest.raises(PolicyLoadError) as caught:
+        parse_policies(text, "x.yaml")
+    assert problem in str(caught.value)

@@ -259,7 +259,8 @@ def _edited_meanwhile(path: Path) -> None:
 ])
 def test_fix_never_overwrites_what_it_must_not(tmp_path: Path, spoil: Any, why: str) -> None:
     from webhook.commands import lint
-    from webhook.inputs import sources, yamlpos
+    from webhook.inputs import sources
+    from policies import yamlpos
     from webhook.output import fix
 
     path = tmp_path / "pod.yaml"

@@ -7,7 +7,8 @@ import argparse
 import tracemalloc
 
 from webhook.commands import lint
-from webhook.inputs import sources, yamlpos
+from webhook.inputs import sources
+from policies import yamlpos
 
 DOC = ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d}\n"
        "data: {key: value-%d, other: padding-padding-padding-padding}\n---\n")

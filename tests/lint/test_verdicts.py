@@ -16,7 +16,8 @@ from policies.engine import namespace_of, review
 from tests.engine.casetable import Case, context_for, load_cases, pointer_get
 from tests.lint.helpers import MANIFESTS, POLICIES, gpupolicy
 from webhook.commands import lint
-from webhook.inputs import sources, yamlpos
+from webhook.inputs import sources
+from policies import yamlpos
 from webhook.output.fix import fix_text
 
 CASES = load_cases()

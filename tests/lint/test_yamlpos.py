@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook.inputs.yamlpos import read_stream
+from policies.yamlpos import read_stream
 
 POD_LIST = """\
 apiVersion: v1

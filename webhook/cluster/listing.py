@@ -15,11 +15,12 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from policies import yamlpos
 from policies.paths import FieldPath
 from policies.workloads import WORKLOAD_KINDS, KindTable, locations_for, unlisted_pod_template
 from webhook.cluster.client import ClusterError, api_client, list_all
 from webhook.cluster.watch import GROUP, PLURAL, VERSION, node_facts
-from webhook.inputs import sources, yamlpos
+from webhook.inputs import sources
 from webhook.output.progress import Progress
 
 Warn = Callable[[str], None]

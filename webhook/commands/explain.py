@@ -25,6 +25,7 @@ from typing import Any, TextIO
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from policies import yamlpos
 from policies.context import Context
 from policies.engine import explain, namespace_of
 from policies.loading import PolicyLoadError
@@ -33,7 +34,7 @@ from policies.workloads import unlisted_pod_template
 from webhook.cluster.client import ClusterError
 from webhook.cluster.listing import BUILT_IN, CUSTOM, LiveSource
 from webhook.commands import options
-from webhook.inputs import sources, yamlpos
+from webhook.inputs import sources
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from policies import yamlpos
 from policies.decision import PatchOp
 from policies.paths import FieldPath, to_pointer
 from webhook.commands import options
-from webhook.inputs import yamlpos
 from webhook.inputs.sources import manifest_files
 from webhook.output import findings, helm, report
 from webhook.output.findings import ENGINE_ERROR, MUTATION

@@ -12,9 +12,10 @@ import json
 import sys
 from typing import Any, TextIO
 
+from policies import yamlpos
 from policies.engine import namespace_of, review
 from policies.loading import PolicyLoadError
-from webhook.inputs import sources, yamlpos
+from webhook.inputs import sources
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

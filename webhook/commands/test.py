@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
+from policies import yamlpos
 from policies.catalog import Catalog
 from policies.context import Context
 from policies.decision import Decision
@@ -27,7 +28,7 @@ from policies.loading import PolicyLoadError, check_unique
 from policies.model import GPUPolicy
 from policies.paths import to_display
 from webhook.commands import options
-from webhook.inputs import sources, suite, yamlpos
+from webhook.inputs import sources, suite
 from webhook.output import report
 
 FORMATS = ("text", "junit")

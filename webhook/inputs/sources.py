@@ -1,6 +1,6 @@
 """Files and the cluster's own objects -> the engine's Context. The one way in for every front
 door: `review`, `lint`, `explain`, `audit` and `serve` read files here, through the one
-hardened reader (webhook/inputs/yamlpos.py: duplicate keys, alias bombs and over-deep nesting are
+hardened reader (policies/yamlpos.py: duplicate keys, alias bombs and over-deep nesting are
 refused the same way everywhere), and build their Context here.
 
 Fail safe, never silent: a policy source with no policy, an inventory with no node and a path
@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from policies import yamlpos
 from policies.catalog import Catalog
 from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
 from policies.inventory import Inventory
 from policies.loading import PolicyLoadError, PolicyProblem, check_unique, parse_policies
 from policies.model import API_VERSION, KIND, GPUPolicy
 from policies.workloads import WORKLOAD_KINDS, KindTable, KindTableError, parse_kind_table
-from webhook.inputs import yamlpos
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "policies"
 BUNDLED_POLICIES = PACKAGE_DIR / "defaults"
@@ -138,12 +138,8 @@ def read_policy_file(file: Path) -> tuple[list[tuple[str, GPUPolicy]], list[Poli
     """The policies of one file and every problem in it: what the hardened reader refuses
     (repeated keys, alias bombs...), then what the model refuses. Raises SourceError when
     the file cannot be read at all."""
-    stream = yamlpos.read_stream(read_bytes(file))
-    if stream.problems:
-        return [], [PolicyProblem(str(file), p.document, p.line, "", p.message, p.column)
-                    for p in stream.problems]
     try:
-        return [(str(file), p) for p in parse_policies(stream.text, str(file))], []
+        return [(str(file), p) for p in parse_policies(read_bytes(file), str(file))], []
     except PolicyLoadError as exc:
         return [], list(exc.problems)
 

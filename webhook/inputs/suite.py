@@ -11,11 +11,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from policies import yamlpos
 from policies.loading import validation_message
 from policies.model import API_VERSION
 from policies.paths import FieldPath, to_display
 from policies.rules import OTHER_RULE_IDS, RULES
-from webhook.inputs import yamlpos
 
 KIND = "GPUPolicyTest"
 KNOWN_RULES = frozenset((*RULES, *OTHER_RULE_IDS))

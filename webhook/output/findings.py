@@ -62,7 +62,7 @@ class Finding:
 
 def rule_help(rules: Iterable[str]) -> dict[str, str]:
     """Help text per rule id (SARIF): the reader's, the edges' and the engine's rules."""
-    from webhook.inputs.yamlpos import RULE_HELP
+    from policies.yamlpos import RULE_HELP
 
     known = {**RULE_HELP, **EDGE_RULE_HELP, **_engine_rule_help()}
     return {rule: known.get(rule, "") for rule in sorted(set(rules))}

@@ -1,4 +1,6 @@
-"""Fast YAML reader for the linter: plain dicts and lists plus the line and column of every field.
+"""The one YAML reader, for every input of every door (manifests, policies, inventories, test
+suites): plain dicts and lists plus the line and column of every field. Pure: text in, data
+out; reading files is the edges' job.
 
 libyaml (PyYAML's CSafeLoader) composes the node tree in C; we build the objects from the nodes
 ourselves, in one pass that also catches what PyYAML lets through but Kubernetes refuses
@@ -80,9 +82,10 @@ class Document:
     def line(self) -> int:
         return int(self.node.start_mark.line) + 1
 
-    def position(self, path: FieldPath) -> Position:
+    def position(self, path: FieldPath, *, value: bool = False) -> Position:
         """Where `path` is written, or its deepest prefix that is: a mapping entry is reported
-        at its key, a sequence item at its first character."""
+        at its key, a sequence item at its first character. With `value`, the value itself
+        (and, for a missing field, the mapping that lacks it) rather than its key."""
         node = self.node
         where = _mark(node)
         for part in path:
@@ -90,7 +93,7 @@ class Document:
             if found is None:
                 break
             where, node = found
-        return where
+        return _mark(node) if value and path else where
 
     def positions(self) -> dict[FieldPath, Position]:
         """The whole index, FieldPath -> position (each node once, even when aliased)."""
