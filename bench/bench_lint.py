@@ -78,8 +78,8 @@ def corpus_files() -> list[Path]:
 
 def count_documents(files: list[Path]) -> int:
     sys.path.insert(0, str(ROOT))
-    from webhook.commands import lint
     from policies import yamlpos
+    from webhook.commands import lint
 
     return sum(
         1 for f in files for d in yamlpos.read_stream(f.read_bytes()).documents

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from policies import yamlpos
 from policies.context import Context
 from policies.engine import namespace_of, review
 from tests.engine.casetable import Case, context_for, load_cases
@@ -22,7 +23,6 @@ from webhook.cluster.listing import FileSource, audited_kind
 from webhook.commands import audit, lint
 from webhook.http.server import create_app
 from webhook.inputs import sources
-from policies import yamlpos
 from webhook.inputs.state import State
 from webhook.output.findings import MUTATION
 from webhook.output.progress import Progress

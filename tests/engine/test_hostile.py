@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from policies import yamlpos
 from policies.display import shown
 from policies.engine import explain, review
 from tests.engine import casetable
 from webhook.commands import lint
-from policies import yamlpos
 
 
 def _context(inventory: str | None = None) -> Any:

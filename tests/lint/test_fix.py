@@ -258,9 +258,9 @@ def _edited_meanwhile(path: Path) -> None:
     (_edited_meanwhile, "the file changed while it was linted"),
 ])
 def test_fix_never_overwrites_what_it_must_not(tmp_path: Path, spoil: Any, why: str) -> None:
+    from policies import yamlpos
     from webhook.commands import lint
     from webhook.inputs import sources
-    from policies import yamlpos
     from webhook.output import fix
 
     path = tmp_path / "pod.yaml"

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from policies import yamlpos
 from policies.context import Context
 from tests.lint.helpers import MANIFESTS, POLICIES
 from tests.lint.test_yamlpos import _mutations
 from webhook.commands import lint
 from webhook.inputs import sources
-from policies import yamlpos
 from webhook.output.fix import FixError, fix_text
 
 SEEDS = [p.read_bytes() for p in sorted(MANIFESTS.rglob("*.y*ml"))]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import tracemalloc
 
+from policies import yamlpos
 from webhook.commands import lint
 from webhook.inputs import sources
-from policies import yamlpos
 
 DOC = ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d}\n"
        "data: {key: value-%d, other: padding-padding-padding-padding}\n---\n")

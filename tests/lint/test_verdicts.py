@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 import yaml
 
+from policies import yamlpos
 from policies.context import Context
 from policies.engine import namespace_of, review
 from tests.engine.casetable import Case, context_for, load_cases, pointer_get
 from tests.lint.helpers import MANIFESTS, POLICIES, gpupolicy
 from webhook.commands import lint
 from webhook.inputs import sources
-from policies import yamlpos
 from webhook.output.fix import fix_text
 
 CASES = load_cases()
