@@ -170,6 +170,19 @@ def test_unreadable_paths_are_usage_errors(tmp_path: Path) -> None:
     assert run.code == 2 and "cannot read" in run.err
 
 
+def test_one_unreadable_file_does_not_stop_the_directory(tmp_path: Path) -> None:
+    (tmp_path / "loop.yaml").symlink_to(tmp_path / "loop.yaml")  # unreadable, even for root
+    (tmp_path / "pod.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+        "  - {name: c, image: i, resources: {limits: {nvidia.com/gpu: '0.5'}}}\n")
+    run = gpupolicy("lint", "-o", "json", str(tmp_path))
+    assert run.code == 2  # unreadable input, said on stderr...
+    assert "loop.yaml: cannot read" in run.err and "Traceback" not in run.err
+    found = json.loads(run.out)["findings"]  # ...and the rest is still linted
+    assert {(Path(f["file"]).name, f["rule"]) for f in found} == {
+        ("pod.yaml", "gpu-quantity-not-integer")}
+
+
 def test_output_file_and_verbose_notes(tmp_path: Path) -> None:
     out = tmp_path / "report.sarif"
     run = gpupolicy(*BASE, "--format", "sarif", "--output", str(out), "-v", cwd=MANIFESTS)
