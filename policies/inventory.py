@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from policies.catalog import Catalog, GPUModel
+from policies.dra.extended import offered
+from policies.dra.pools import DraInventory
 from policies.quantity import QuantityError, parse_quantity
 from policies.selectors import Taint
 
@@ -146,8 +148,15 @@ class Inventory:
         return cls()
 
     @classmethod
-    def from_nodes(cls, nodes: Iterable[Mapping[str, Any]], catalog: Catalog) -> Inventory:
+    def from_nodes(cls, nodes: Iterable[Mapping[str, Any]], catalog: Catalog,
+                   dra: DraInventory | None = None) -> Inventory:
+        """`dra`: the cluster's ResourceSlices and DeviceClasses; a class with an
+        `extendedResourceName` lets a node serve that resource from its DRA devices, with
+        nothing in allocatable (so `nvidia.com/gpu: 1` fits a node that runs only the NVIDIA
+        DRA driver)."""
         parsed = tuple(Node.from_object(n, catalog) for n in nodes if isinstance(n, Mapping))
+        if dra is not None and dra.extended:
+            parsed = tuple(_served_by_dra(n, dra) for n in parsed)
         groups: dict[tuple[Any, ...], list[Node]] = {}
         for node in parsed:
             if node.unschedulable:
@@ -163,6 +172,25 @@ class Inventory:
 
     def node(self, name: str) -> Node | None:
         return next((n for n in self.nodes if n.name == name), None)
+
+
+def _served_by_dra(node: Node, dra: DraInventory) -> Node:
+    """The node with the extended resources its DRA devices serve added to allocatable; a
+    name the device plugin already lists stays the plugin's (one name is never served both
+    ways on a node)."""
+    group = dra.group_of(node.name)
+    if group is None:
+        return node
+    added = {}
+    for resource in dra.extended:
+        if node.allocatable.get(resource, 0) <= 0:
+            count = offered(dra, resource, group)
+            if count > 0:
+                added[resource] = count
+    if not added:
+        return node
+    return replace(node, allocatable={**node.allocatable, **added},
+                   gpu_count=node.gpu_count or added.get("nvidia.com/gpu", 0))
 
 
 def _pool(members: list[Node], used: set[str]) -> Pool:

@@ -210,8 +210,7 @@ def _inputs(
         except sources.SourceError as exc:
             raise _Invalid(f"{where('inventory')}: {exc}") from None
     elif found.nodes:
-        inventory = Inventory.from_nodes(
-            sorted(found.nodes, key=lambda n: "/".join(_key(n))), catalog)
+        inventory = found.inventory(catalog)
     context = Context(policies=policies, catalog=catalog, inventory=inventory,
                       namespaces=namespaces, excluded_namespaces=sources.excluded_namespaces(None))
     return context, objects

@@ -20,6 +20,7 @@ from typing import Any
 from policies import yamlpos
 from policies.catalog import Catalog
 from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
+from policies.dra.pools import DraInventory
 from policies.inventory import Inventory
 from policies.loading import PolicyLoadError, PolicyProblem, check_unique, parse_policies
 from policies.model import API_VERSION, KIND, GPUPolicy
@@ -30,7 +31,7 @@ BUNDLED_POLICIES = PACKAGE_DIR / "defaults"
 CATALOG_FILE = PACKAGE_DIR / "data" / "catalog.yaml"
 SUFFIXES = (".yaml", ".yml", ".json")
 # Kinds that describe the cluster rather than a workload: read from the inputs of every door.
-CLUSTER_KINDS = ("Namespace", "Node", "GPUPolicy")
+CLUSTER_KINDS = ("Namespace", "Node", "GPUPolicy", "ResourceSlice", "DeviceClass")
 
 
 class SourceError(ValueError):
@@ -162,11 +163,15 @@ def load_workload_kinds(path: Path | str | None = None) -> KindTable:
 
 
 def load_inventory(path: Path | str, catalog: Catalog) -> Inventory:
-    nodes = [o for o in read_objects(path) if o.get("kind") == "Node"]
-    if not nodes:
+    """Nodes, and the ResourceSlices and DeviceClasses of DRA drivers, from one stream:
+    `kubectl get nodes,resourceslices,deviceclasses -o yaml`."""
+    found = ClusterObjects()
+    for obj in read_objects(path):
+        found.add(obj)
+    if not found.nodes:
         # What a failed `kubectl get nodes -o yaml > nodes.yaml` leaves: not "no nodes".
         raise SourceError(f"{path}: no Node objects (expected `kubectl get nodes -o yaml`)")
-    return Inventory.from_nodes(sorted(nodes, key=_name), catalog)
+    return found.inventory(catalog)
 
 
 def load_namespaces(paths: Iterable[Path | str]) -> dict[str, dict[str, str]]:
@@ -226,6 +231,8 @@ class ClusterObjects:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     policies: list[GPUPolicy] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # invalid GPUPolicy objects
+    slices: list[dict[str, Any]] = field(default_factory=list)  # DRA ResourceSlices
+    classes: list[dict[str, Any]] = field(default_factory=list)  # DRA DeviceClasses
 
     def add(self, obj: Mapping[str, Any]) -> None:
         kind = obj.get("kind")
@@ -233,12 +240,33 @@ class ClusterObjects:
             self.namespaces.update(namespace_labels([obj]))
         elif kind == "Node":
             self.nodes.append(dict(obj))
+        elif kind == "ResourceSlice":
+            self.slices.append(dict(obj))
+        elif kind == "DeviceClass":
+            self.classes.append(dict(obj))
         elif kind == "GPUPolicy":
             checked = gpupolicy(obj)
             if isinstance(checked, Invalid):
                 self.problems.append(f"skipping invalid {checked.message}")
             else:
                 self.policies.append(checked)
+
+
+    def inventory(self, catalog: Catalog) -> Inventory:
+        """The nodes in name order, as the API server lists them (the same answer from a dump
+        in any order), with what their DRA devices serve."""
+        nodes = sorted(self.nodes, key=_name)
+        dra = None
+        if self.slices or self.classes:
+            dra = DraInventory.build(self.slices, self.classes, nodes={
+                _name(n): _labels(n) for n in nodes})
+        return Inventory.from_nodes(nodes, catalog, dra)
+
+
+def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -296,8 +324,7 @@ def build_context(
     if args.inventory:
         inventory = load_inventory(args.inventory, catalog)
     elif found.nodes:
-        # name order, as the API server lists them: the same answer from a dump in any order
-        inventory = Inventory.from_nodes(sorted(found.nodes, key=_name), catalog)
+        inventory = found.inventory(catalog)
     context = Context(
         policies=policies, catalog=catalog, inventory=inventory, namespaces=namespaces,
         excluded_namespaces=excluded_namespaces(args.exclude_namespace, own_namespace),
