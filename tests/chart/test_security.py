@@ -16,6 +16,7 @@ from tests.chart.helm import CI_VALUES, one, render, template
 from tests.chart.test_render import K8S_VERSION
 from tests.chart.test_webhooks import KIND_RESOURCES
 from webhook.cluster.listing import BUILT_IN, CUSTOM, PODS
+from webhook.cluster.watch import WATCHED
 
 SERVER_SA = {"kind": "ServiceAccount", "name": "rel-gpupolicy", "namespace": "gpu-system"}
 
@@ -35,8 +36,7 @@ def test_server_role_is_only_what_serve_watches() -> None:
     role = _named(render(), "ClusterRole", "rel-gpupolicy")
     assert role is not None
     watch = ["get", "list", "watch"]
-    assert _grants(role) == {("", "namespaces"): watch, ("", "nodes"): watch,
-                             ("gpupolicy.io", "gpupolicies"): watch}
+    assert _grants(role) == dict.fromkeys(WATCHED, watch)
 
 
 def _audit_reads() -> set[tuple[str, str]]:
@@ -44,8 +44,7 @@ def _audit_reads() -> set[tuple[str, str]]:
     reads = {KIND_RESOURCES[f"{api.rpartition('/')[0]}/{kind}"] for kind, api, _, _ in BUILT_IN}
     reads |= {(group, plural) for _, group, _, plural in CUSTOM}
     assert PODS[0] == "Pod"
-    return reads | {("", "pods"), ("", "nodes"), ("", "namespaces"),
-                    ("gpupolicy.io", "gpupolicies")}
+    return reads | {("", "pods"), *WATCHED}
 
 
 @pytest.mark.parametrize("values", CI_VALUES)

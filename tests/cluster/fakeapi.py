@@ -32,7 +32,8 @@ BUILT_IN = [
     ("apps/v1", "DaemonSet"), ("apps/v1", "ReplicaSet"), ("batch/v1", "Job"),
     ("batch/v1", "CronJob"),
 ]
-CLUSTER_SCOPED = {"Namespace", "Node", "GPUPolicy", "CustomResourceDefinition", "PersistentVolume"}
+CLUSTER_SCOPED = {"Namespace", "Node", "GPUPolicy", "CustomResourceDefinition", "PersistentVolume",
+                  "ResourceSlice", "DeviceClass"}
 
 
 def plural_of(kind: str) -> str:

@@ -348,3 +348,45 @@ def test_error_event_in_an_open_watch(api_server, client, code, relists, errors)
         api_server.add(namespace("b"))
         wait_for(lambda: set(cache.snapshot()) == {"a", "b"})
         assert cache.relists - before_relists == relists
+
+
+def _dra_objects() -> list[dict[str, Any]]:
+    """The NVIDIA DRA driver's GPU class and one node's slice of 2 L4 GPUs (the engine's
+    DRA fixture, as the API server lists them)."""
+    import yaml
+
+    from tests.engine.casetable import inventory_file
+
+    docs = list(yaml.safe_load_all(inventory_file("dra").read_text()))
+    return [d for d in docs if d and d.get("kind") in ("ResourceSlice", "DeviceClass")]
+
+
+def test_dra_slices_and_classes_follow_the_cluster(api_server, client):
+    dra_node = node("l4-node-3", product="NVIDIA-L4", gpus=0)
+    del dra_node["status"]["allocatable"]["nvidia.com/gpu"]  # only the DRA driver runs there
+    api_server.add(namespace("default"))
+    api_server.add(dra_node)
+    state, cluster = _sources(client, files=[])
+    cluster.start()
+
+    def served() -> int | None:
+        inventory = state.context.inventory
+        pools = inventory.pools if inventory is not None else ()
+        return next((p.allocatable.get("nvidia.com/gpu") for p in pools), None)
+
+    try:
+        wait_for(lambda: state.ready)
+        assert served() is None  # no DRA objects yet: nothing serves nvidia.com/gpu
+        objects = _dra_objects()
+        [slice_] = [d for d in objects if d["kind"] == "ResourceSlice"]
+        [device_class] = [d for d in objects if d["metadata"]["name"] == "gpu.nvidia.com"]
+        api_server.add_all([d for d in objects if d["kind"] == "DeviceClass"])
+        api_server.add(slice_)
+        wait_for(lambda: served() == 2)  # appear: the class serves the node's 2 devices
+        fewer = {**slice_, "spec": {**slice_["spec"], "devices": slice_["spec"]["devices"][:1]}}
+        api_server.add(fewer)
+        wait_for(lambda: served() == 1)  # change
+        api_server.delete(device_class)
+        wait_for(lambda: served() is None)  # disappear
+    finally:
+        cluster.stop()

@@ -19,7 +19,14 @@ from policies import yamlpos
 from policies.paths import FieldPath
 from policies.workloads import WORKLOAD_KINDS, KindTable, locations_for, unlisted_pod_template
 from webhook.cluster.client import ClusterError, api_client, list_all
-from webhook.cluster.watch import GROUP, PLURAL, VERSION, node_facts
+from webhook.cluster.watch import (
+    DRA_GROUP,
+    DRA_VERSION,
+    GROUP,
+    PLURAL,
+    VERSION,
+    node_facts,
+)
 from webhook.inputs import sources
 from webhook.output.progress import Progress
 
@@ -127,14 +134,20 @@ class LiveSource:
         for obj in self._everything(core.list_node, "nodes"):
             found.add({**node_facts(obj), "kind": "Node"})
         custom = k8s.CustomObjectsApi(self.api)
-        func = functools.partial(custom.list_cluster_custom_object, GROUP, VERSION, PLURAL)
-        try:
-            for page in self._all(func):
-                for obj in page:
-                    found.add({**obj, "kind": "GPUPolicy"})
-        except ApiException as exc:
-            if exc.status != 404:  # 404: the CRD is not installed, so no custom policies
-                warn(f"cannot list GPUPolicy resources: HTTP {exc.status} {exc.reason}")
+        # 404: the CRD (or resource.k8s.io/v1, before 1.34) is not there: none of that kind
+        for group, version, plural, kind in ((GROUP, VERSION, PLURAL, "GPUPolicy"),
+                                             (DRA_GROUP, DRA_VERSION, "resourceslices",
+                                              "ResourceSlice"),
+                                             (DRA_GROUP, DRA_VERSION, "deviceclasses",
+                                              "DeviceClass")):
+            func = functools.partial(custom.list_cluster_custom_object, group, version, plural)
+            try:
+                for page in self._all(func):
+                    for obj in page:
+                        found.add({**obj, "kind": kind})
+            except ApiException as exc:
+                if exc.status != 404:
+                    warn(f"cannot list {kind} objects: HTTP {exc.status} {exc.reason}")
         return found
 
     def workloads(self, progress: Progress, unavailable: dict[str, str]) -> Batches:

@@ -22,6 +22,8 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from policies.dra.parse_slices import parse_device_class, parse_slice
+from policies.dra.pools import DraInventory
 from policies.inventory import Inventory
 from policies.model import GPUPolicy
 from webhook.cluster.client import ClusterError, WatchCache, WatchSettings, api_client, in_cluster
@@ -30,6 +32,10 @@ from webhook.inputs.sources import Invalid, gpupolicy
 log = logging.getLogger("gpupolicy.cluster")
 
 GROUP, VERSION, PLURAL = "gpupolicy.io", "v1alpha1", "gpupolicies"
+DRA_GROUP, DRA_VERSION = "resource.k8s.io", "v1"  # GA since Kubernetes 1.34
+# (API group, resource) of everything serve watches: the chart's ClusterRole grants exactly this.
+WATCHED = (("", "namespaces"), ("", "nodes"), (GROUP, PLURAL),
+           (DRA_GROUP, "resourceslices"), (DRA_GROUP, "deviceclasses"))
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", metavar="FILE",
@@ -89,7 +95,17 @@ class ClusterSources:
             functools.partial(custom.list_cluster_custom_object, GROUP, VERSION, PLURAL),
             gpupolicy, optional=True,  # CRD not installed: no custom policies, not an error
         )
-        self.caches = (self.namespaces, self.nodes, self.policies)
+        # DRA drivers' devices: a cluster without resource.k8s.io/v1 (older than 1.34, or the
+        # API off) simply has none. Each object is parsed once, on arrival.
+        self.slices = cache(
+            "resourceslices", functools.partial(custom.list_cluster_custom_object, DRA_GROUP,
+                                                DRA_VERSION, "resourceslices"),
+            parse_slice, optional=True)
+        self.classes = cache(
+            "deviceclasses", functools.partial(custom.list_cluster_custom_object, DRA_GROUP,
+                                               DRA_VERSION, "deviceclasses"),
+            parse_device_class, optional=True)
+        self.caches = (self.namespaces, self.nodes, self.policies, self.slices, self.classes)
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -175,11 +191,10 @@ class ClusterSources:
         parts: dict[str, Any] = {}
         if first or "namespaces" in changed:
             parts["namespaces"] = self.namespaces.snapshot()
-        if first or "nodes" in changed:
+        if first or changed & {"nodes", "resourceslices", "deviceclasses"}:
             nodes = self.nodes.snapshot()
             if nodes:
-                parts["inventory"] = Inventory.from_nodes(
-                    [nodes[k] for k in sorted(nodes)], self.state.catalog)
+                parts["inventory"] = self._inventory(nodes)
                 self.state.clear("inventory")
             else:
                 # A cluster with no node is a broken list or RBAC, not a fact to judge with:
@@ -191,6 +206,15 @@ class ClusterSources:
             self.state.update(**parts)
         if first or "gpupolicies" in changed:
             self._publish_policies()
+
+    def _inventory(self, nodes: dict[str, Any]) -> Inventory:
+        ordered = [nodes[k] for k in sorted(nodes)]
+        slices, classes = self.slices.snapshot(), self.classes.snapshot()
+        dra = None
+        if slices or classes:
+            labels = {str(n["metadata"]["name"]): n["metadata"]["labels"] for n in ordered}
+            dra = DraInventory.build(slices.values(), classes.values(), nodes=labels)
+        return Inventory.from_nodes(ordered, self.state.catalog, dra)
 
     def _publish_policies(self) -> None:
         valid: list[GPUPolicy] = []
