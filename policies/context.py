@@ -12,6 +12,7 @@ from fnmatch import fnmatchcase
 from functools import cached_property
 
 from policies.catalog import Catalog
+from policies.dra.objects import Claim
 from policies.inventory import Inventory
 from policies.model import GPUPolicy
 from policies.selectors import label_selector_matches
@@ -30,6 +31,9 @@ class Context:
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     excluded_namespaces: frozenset[str] = DEFAULT_EXCLUDED_NAMESPACES
     workload_kinds: KindTable = WORKLOAD_KINDS
+    # DRA: the ResourceClaims and ResourceClaimTemplates pods name in spec.resourceClaims,
+    # by (kind, namespace, name); the drivers' devices are in `inventory.dra`.
+    claims: Mapping[tuple[str, str, str], Claim] = field(default_factory=dict)
 
     @cached_property
     def _ordered(self) -> tuple[GPUPolicy, ...]:

@@ -9,11 +9,13 @@ the Pods it will create get the same verdict.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from policies.cluster import ClusterFinding, ClusterView
 from policies.context import Context
 from policies.decision import Decision, Finding, Violation
+from policies.dra.demand import claim_devices
 from policies.hardware import PoolVerdict, catalog_pools, verdicts
 from policies.model import GPUPolicy
 from policies.mutate import inject, plan_for
@@ -52,7 +54,7 @@ def review(
     if subresource:  # status, resize, binding...: not a change of what the pod asks for
         return Decision(allowed=True, mutated=obj)
 
-    patch, found, views = _mutate(obj, specs, policies, namespace)
+    patch, found, views = _mutate(obj, specs, policies, namespace, context)
     for view in views:
         found += _check(view, policies, context)
     violations = tuple(_violation(policy, f) for policy, f in found)
@@ -80,7 +82,7 @@ def explain(
     specs = list(carriers(obj, context.workload_kinds))
     ns = namespace_of(obj, namespace)
     policies = context.governing(ns)
-    _, _, views = _mutate(obj, specs, policies, ns)
+    _, _, views = _mutate(obj, specs, policies, ns, context)
     allowed = context.allowed_models(ns)
     inventory = context.inventory
     pools = inventory.pools if inventory is not None else catalog_pools(context.catalog)
@@ -110,7 +112,7 @@ def _violation(policy: GPUPolicy, finding: Finding) -> Violation:
 
 def _mutate(
     obj: Mapping[str, Any], specs: Sequence[Carrier],
-    policies: Sequence[GPUPolicy], namespace: str,
+    policies: Sequence[GPUPolicy], namespace: str, context: Context,
 ) -> tuple[Patch, list[tuple[GPUPolicy, Finding]], list[PodView]]:
     """Inject into every pod spec, then view each as it is after injection."""
     patch = Patch(obj)
@@ -119,8 +121,14 @@ def _mutate(
     for carrier in specs:
         prefix = carrier.path
         meta_at = metadata_path(prefix)
-        before.append(with_metadata(demand(carrier.spec, prefix, slots=carrier.kind.containers),
-                                    _get(obj, meta_at), meta_at))
+        found_demand = with_metadata(demand(carrier.spec, prefix, slots=carrier.kind.containers),
+                                     _get(obj, meta_at), meta_at)
+        if context.claims:  # GPUs asked for through ResourceClaims (DRA) make a GPU pod too
+            dra = context.inventory.dra if context.inventory is not None else None
+            devices = claim_devices(carrier.spec, prefix, namespace, context.claims, dra)
+            if devices:
+                found_demand = replace(found_demand, claims=devices)
+        before.append(found_demand)
         found += inject(patch, prefix, before[-1], policies, carrier.kind.pod_fields)
     return patch, found, list(_views(patch, specs, before, obj, namespace))
 

@@ -142,6 +142,7 @@ class Pool:
 class Inventory:
     nodes: tuple[Node, ...] = ()
     pools: tuple[Pool, ...] = ()
+    dra: DraInventory | None = None  # the DRA drivers' devices and classes, when any
 
     @classmethod
     def empty(cls) -> Inventory:
@@ -168,7 +169,7 @@ class Inventory:
             groups.setdefault(key, []).append(node)
         used: set[str] = set()
         pools = tuple(_pool(members, used) for members in groups.values())
-        return cls(parsed, pools)
+        return cls(parsed, pools, dra)
 
     def node(self, name: str) -> Node | None:
         return next((n for n in self.nodes if n.name == name), None)

@@ -144,10 +144,14 @@ class PodDemand:
     # ACK multi-card sharing: the pod label aliyun.com/gpu-count spreads aliyun.com/gpu-mem
     # over this many GPUs of one node (1 without the label).
     gpushare_cards: int = 1
+    # GPUs and MIG devices asked for through the pod's ResourceClaims (DRA):
+    # (spec.resourceClaims[i] path, "gpu" | "mig", device count), resolved by the engine.
+    claims: tuple[tuple[FieldPath, str, int], ...] = ()
 
     @property
     def gpu(self) -> bool:
-        return self.fraction is not None or any(c.gpu for c in self.containers)
+        return (self.fraction is not None or bool(self.claims)
+                or any(c.gpu for c in self.containers))
 
     @property
     def families(self) -> frozenset[Family]:
@@ -208,11 +212,12 @@ def demand(
                                     c, amounts, gpu, field))
     if previous is not None and reused == len(containers) == len(earlier):
         return PodDemand(tuple(containers), previous.totals, previous.present,
-                         previous.fraction, previous.gpushare_cards)
+                         previous.fraction, previous.gpushare_cards, previous.claims)
     present = frozenset(a.resource.family for c in containers for a in c.amounts.values())
     found = PodDemand(tuple(containers), _totals(containers), present)
     if previous is not None:
-        return replace(found, fraction=previous.fraction, gpushare_cards=previous.gpushare_cards)
+        return replace(found, fraction=previous.fraction, gpushare_cards=previous.gpushare_cards,
+                       claims=previous.claims)
     return found
 
 

@@ -25,7 +25,12 @@ from policies.context import Context
 from policies.inventory import Inventory
 from policies.loading import parse_policies
 from policies.model import GPUPolicy
-from webhook.inputs.sources import load_catalog, load_inventory, load_policies
+from webhook.inputs.sources import (
+    load_catalog,
+    load_inventory,
+    load_policies,
+    read_cluster_file,
+)
 
 HERE = Path(__file__).parent
 CASES = HERE / "cases"
@@ -81,12 +86,19 @@ def _named_policies() -> dict[str, tuple[GPUPolicy, ...]]:
     return named
 
 
+@cache
+def _claims(name: str) -> dict[tuple[str, str, str], Any]:
+    """ResourceClaims and templates in an inventory file, as serve --inventory reads them."""
+    return read_cluster_file(inventory_file(name)).claims
+
+
 def context_for(case: Case) -> Context:
     named = _named_policies()
     policies = [p for name in case.policies for p in named[name]]
     inventory = _inventory(case.inventory) if case.inventory else None
+    claims = _claims(case.inventory) if case.inventory else {}
     return Context(policies=policies, catalog=_catalog(), inventory=inventory,
-                   namespaces=NAMESPACES)
+                   namespaces=NAMESPACES, claims=claims)
 
 
 def load_cases() -> list[Case]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -100,9 +100,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             stderr.write(f"gpupolicy lint: {exc}\n")
             unreadable = True
     try:
-        found = sources.ClusterObjects(namespaces=namespaces_in(
-            yamlpos.read_stream(raw) for _, raw in _namespace_files(loaded)))
-        context, _ = sources.build_context(args, found)
+        context, _ = sources.build_context(args, documents_among(loaded))
     except (sources.SourceError, PolicyLoadError) as exc:
         stderr.write(f"gpupolicy lint: {exc}\n")
         return 2
@@ -178,17 +176,21 @@ def collect_inputs(paths: Sequence[str], *, stdin_name: str) -> list[tuple[str, 
     return out
 
 
-def _namespace_files(loaded: list[tuple[str, bytes]]) -> Iterator[tuple[str, bytes]]:
-    """Only files that can hold a Namespace are parsed ahead of the rest."""
-    return ((name, raw) for name, raw in loaded if b"Namespace" in raw)
+# Documents of the inputs that describe the cluster rather than a workload to lint: Namespace
+# labels (namespaceSelector), ResourceClaims and templates (pods' spec.resourceClaims).
+CONTEXT_KINDS = ("Namespace", "ResourceClaim", "ResourceClaimTemplate")
 
 
-def namespaces_in(streams: Any) -> dict[str, dict[str, str]]:
-    from webhook.inputs.sources import namespace_labels, stream_objects
+def documents_among(loaded: list[tuple[str, bytes]]) -> Any:
+    """Only files that can hold such a document are read ahead of the rest."""
+    from webhook.inputs import sources
 
-    found: dict[str, dict[str, str]] = {}
-    for stream in streams:
-        found.update(namespace_labels(stream_objects(stream)))
+    found = sources.ClusterObjects()
+    for _, raw in loaded:
+        if b"Namespace" in raw or b"ResourceClaim" in raw:
+            for obj in sources.stream_objects(yamlpos.read_stream(raw)):
+                if obj.get("kind") in CONTEXT_KINDS:
+                    found.add(obj)
     return found
 
 

@@ -204,15 +204,19 @@ def _inputs(
     namespaces.update(found.namespaces)
 
     inventory: Inventory | None = None
+    claims = dict(found.claims)
     if spec.inventory is not None:
         try:
-            inventory = sources.load_inventory(base / spec.inventory, catalog)
+            cluster = sources.read_cluster_file(base / spec.inventory)
         except sources.SourceError as exc:
             raise _Invalid(f"{where('inventory')}: {exc}") from None
+        inventory = cluster.inventory(catalog)
+        claims = {**cluster.claims, **claims}
     elif found.nodes:
         inventory = found.inventory(catalog)
     context = Context(policies=policies, catalog=catalog, inventory=inventory,
-                      namespaces=namespaces, excluded_namespaces=sources.excluded_namespaces(None))
+                      namespaces=namespaces, excluded_namespaces=sources.excluded_namespaces(None),
+                      claims=claims)
     return context, objects
 
 

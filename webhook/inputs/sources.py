@@ -20,6 +20,8 @@ from typing import Any
 from policies import yamlpos
 from policies.catalog import Catalog
 from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
+from policies.dra.objects import Claim
+from policies.dra.parse_claims import parse_claim
 from policies.dra.pools import DraInventory
 from policies.inventory import Inventory
 from policies.loading import PolicyLoadError, PolicyProblem, check_unique, parse_policies
@@ -31,7 +33,8 @@ BUNDLED_POLICIES = PACKAGE_DIR / "defaults"
 CATALOG_FILE = PACKAGE_DIR / "data" / "catalog.yaml"
 SUFFIXES = (".yaml", ".yml", ".json")
 # Kinds that describe the cluster rather than a workload: read from the inputs of every door.
-CLUSTER_KINDS = ("Namespace", "Node", "GPUPolicy", "ResourceSlice", "DeviceClass")
+CLUSTER_KINDS = ("Namespace", "Node", "GPUPolicy", "ResourceSlice", "DeviceClass",
+                 "ResourceClaim")  # ResourceClaimTemplate too: the scan looks for substrings
 
 
 class SourceError(ValueError):
@@ -165,13 +168,19 @@ def load_workload_kinds(path: Path | str | None = None) -> KindTable:
 def load_inventory(path: Path | str, catalog: Catalog) -> Inventory:
     """Nodes, and the ResourceSlices and DeviceClasses of DRA drivers, from one stream:
     `kubectl get nodes,resourceslices,deviceclasses -o yaml`."""
+    return read_cluster_file(path).inventory(catalog)
+
+
+def read_cluster_file(path: Path | str) -> ClusterObjects:
+    """An --inventory file: the cluster's objects (nodes, DRA slices and classes, and the
+    ResourceClaims and templates pods name), all read; one with no Node is an error."""
     found = ClusterObjects()
     for obj in read_objects(path):
         found.add(obj)
     if not found.nodes:
         # What a failed `kubectl get nodes -o yaml > nodes.yaml` leaves: not "no nodes".
         raise SourceError(f"{path}: no Node objects (expected `kubectl get nodes -o yaml`)")
-    return found.inventory(catalog)
+    return found
 
 
 def load_namespaces(paths: Iterable[Path | str]) -> dict[str, dict[str, str]]:
@@ -233,6 +242,8 @@ class ClusterObjects:
     problems: list[str] = field(default_factory=list)  # invalid GPUPolicy objects
     slices: list[dict[str, Any]] = field(default_factory=list)  # DRA ResourceSlices
     classes: list[dict[str, Any]] = field(default_factory=list)  # DRA DeviceClasses
+    # ResourceClaims and ResourceClaimTemplates by (kind, namespace, name), for pods' claims
+    claims: dict[tuple[str, str, str], Claim] = field(default_factory=dict)
 
     def add(self, obj: Mapping[str, Any]) -> None:
         kind = obj.get("kind")
@@ -244,6 +255,12 @@ class ClusterObjects:
             self.slices.append(dict(obj))
         elif kind == "DeviceClass":
             self.classes.append(dict(obj))
+        elif kind in ("ResourceClaim", "ResourceClaimTemplate"):
+            meta = obj.get("metadata")
+            meta = meta if isinstance(meta, dict) else {}
+            name, namespace = meta.get("name"), meta.get("namespace") or "default"
+            if isinstance(name, str):
+                self.claims[(str(kind), str(namespace), name)] = parse_claim(obj)
         elif kind == "GPUPolicy":
             checked = gpupolicy(obj)
             if isinstance(checked, Invalid):
@@ -321,8 +338,11 @@ def build_context(
     namespaces = load_namespaces(args.namespaces)
     namespaces.update(found.namespaces)
     inventory: Inventory | None = None
+    claims = dict(found.claims)
     if args.inventory:
-        inventory = load_inventory(args.inventory, catalog)
+        cluster = read_cluster_file(args.inventory)
+        inventory = cluster.inventory(catalog)
+        claims = {**cluster.claims, **claims}
     elif found.nodes:
         inventory = found.inventory(catalog)
     context = Context(

@@ -36,6 +36,7 @@ class State:
         self._lock = threading.Lock()
         self._parts: dict[str, Any] = {
             "policies": (), "cluster_policies": (), "namespaces": {}, "inventory": None,
+            "claims": {},
         }
         self._excluded = excluded_namespaces
         self._kinds = workload_kinds
@@ -62,7 +63,7 @@ class State:
             if unknown:
                 raise TypeError(f"unknown state parts: {sorted(unknown)}")
             self._parts.update(parts)
-            self.loaded.update(parts)
+            self.loaded.update(k for k in parts if k != "claims")  # claims come with inventory
             policies, clashes = sources.merge_policies(
                 self._parts["policies"], self._parts["cluster_policies"])
             # a GPUPolicy resource skipped for a clash is reported like an invalid one
@@ -75,6 +76,7 @@ class State:
                 policies=tuple(policies), catalog=self.catalog,
                 inventory=self._parts["inventory"], namespaces=dict(self._parts["namespaces"]),
                 excluded_namespaces=self._excluded, workload_kinds=self._kinds,
+                claims=self._parts["claims"],
             )
             return self.context
 
@@ -147,7 +149,7 @@ class FileSources:
             inv = Path(inventory)
             self.watched.append(_Watched(
                 "inventory", lambda: _fingerprint([inv]),
-                lambda: {"inventory": sources.load_inventory(inv, state.catalog)},
+                lambda: _inventory_parts(inv, state.catalog),
             ))
         self._stop = threading.Event()
 
@@ -202,6 +204,12 @@ class FileSources:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+def _inventory_parts(path: Path, catalog: Catalog) -> dict[str, Any]:
+    """An --inventory file gives the inventory and the ResourceClaims pods may name."""
+    found = sources.read_cluster_file(path)
+    return {"inventory": found.inventory(catalog), "claims": found.claims}
 
 
 def _policy_paths(root: Path) -> list[Path]:

@@ -1,7 +1,8 @@
 {{/*
 CEL for the webhooks' matchConditions: true when an object carries a GPU resource (a key with
-one of webhooks.gpuResourcePrefixes in any container's requests or limits) or an env var
-NVIDIA_VISIBLE_DEVICES, in any of its pod specs. Every step is guarded with has(): an error in a
+one of webhooks.gpuResourcePrefixes in any container's requests or limits), an env var
+NVIDIA_VISIBLE_DEVICES, KAI share annotations or DRA ResourceClaims (CEL cannot see which
+device class a claim names, so every pod spec with claims is sent), in any of its pod specs. Every step is guarded with has(): an error in a
 match condition would refuse the request under failurePolicy Fail.
 */}}
 
@@ -35,7 +36,7 @@ in the metadata beside it.
 {{- end -}}
 {{- if hasSuffix ".spec" .ps -}}
 {{- $meta := printf "%s.metadata" (trimSuffix ".spec" .ps) }} || (has({{ $meta }}) && has({{ $meta }}.annotations) && ['gpu-fraction', 'gpu-memory'].exists(a, a in {{ $meta }}.annotations))
-{{- end -}}
+{{- end }} || (has({{ .ps }}.resourceClaims) && size({{ .ps }}.resourceClaims) > 0)
 {{- end -}}
 
 {{/*
