@@ -185,9 +185,11 @@ def _served_by_dra(node: Node, dra: DraInventory) -> Node:
     added = {}
     for resource in dra.extended:
         if node.allocatable.get(resource, 0) <= 0:
-            count = offered(dra, resource, group)
-            if count > 0:
-                added[resource] = count
+            key = ("offered", resource, group.name)  # nodes of one group offer alike
+            if key not in dra.memo:
+                dra.memo[key] = offered(dra, resource, group)
+            if dra.memo[key] > 0:
+                added[resource] = dra.memo[key]
     if not added:
         return node
     return replace(node, allocatable={**node.allocatable, **added},

@@ -79,6 +79,16 @@ def gpu_demand(claim: Claim, inventory: DraInventory | None = None) -> list[Dema
 
 
 def gpu_kind(class_name: str, inventory: DraInventory | None = None) -> GpuKind | None:
+    if inventory is None:
+        return _gpu_kind(class_name, None)
+    key = ("gpu_kind", class_name)
+    if key not in inventory.memo:  # every device of the class is looked at: once per inventory
+        inventory.memo[key] = _gpu_kind(class_name, inventory)
+    kind: GpuKind | None = inventory.memo[key]
+    return kind
+
+
+def _gpu_kind(class_name: str, inventory: DraInventory | None) -> GpuKind | None:
     cls = inventory.classes.get(class_name) if inventory is not None else None
     if cls is not None and inventory is not None:
         kinds = set()

@@ -75,6 +75,9 @@ class DraInventory:
     # extended resource name -> the class that serves it (explicitly or through
     # deviceclass.resource.kubernetes.io/<class>).
     extended: Mapping[str, str] = field(default_factory=dict)
+    # answers worked out from the inventory alone (a class's GPU kind...), kept for the next
+    # admission: the inventory does not change under them
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def build(
