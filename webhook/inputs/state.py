@@ -63,7 +63,7 @@ class State:
             if unknown:
                 raise TypeError(f"unknown state parts: {sorted(unknown)}")
             self._parts.update(parts)
-            self.loaded.update(k for k in parts if k != "claims")  # claims come with inventory
+            self.loaded.update(parts)
             policies, clashes = sources.merge_policies(
                 self._parts["policies"], self._parts["cluster_policies"])
             # a GPUPolicy resource skipped for a clash is reported like an invalid one
