@@ -23,11 +23,10 @@ from typing import Any
 from kubernetes import client as k8s
 
 from policies.dra.parse_slices import parse_device_class, parse_slice
-from policies.dra.pools import DraInventory
 from policies.inventory import Inventory
 from policies.model import GPUPolicy
 from webhook.cluster.client import ClusterError, WatchCache, WatchSettings, api_client, in_cluster
-from webhook.inputs.sources import Invalid, gpupolicy
+from webhook.inputs.sources import Invalid, gpupolicy, inventory_of
 
 log = logging.getLogger("gpupolicy.cluster")
 
@@ -208,13 +207,8 @@ class ClusterSources:
             self._publish_policies()
 
     def _inventory(self, nodes: dict[str, Any]) -> Inventory:
-        ordered = [nodes[k] for k in sorted(nodes)]
-        slices, classes = self.slices.snapshot(), self.classes.snapshot()
-        dra = None
-        if slices or classes:
-            labels = {str(n["metadata"]["name"]): n["metadata"]["labels"] for n in ordered}
-            dra = DraInventory.build(slices.values(), classes.values(), nodes=labels)
-        return Inventory.from_nodes(ordered, self.state.catalog, dra)
+        return inventory_of(nodes.values(), self.slices.snapshot().values(),
+                            self.classes.snapshot().values(), self.state.catalog)
 
     def _publish_policies(self) -> None:
         valid: list[GPUPolicy] = []

@@ -20,6 +20,7 @@ from policies import yamlpos
 from policies.decision import PatchOp
 from policies.paths import FieldPath, to_pointer
 from webhook.commands import options
+from webhook.inputs import sources
 from webhook.inputs.sources import manifest_files
 from webhook.output import findings, helm, report
 from webhook.output.findings import ENGINE_ERROR, MUTATION
@@ -81,7 +82,6 @@ class UsageError(Exception):
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from policies.loading import PolicyLoadError
-    from webhook.inputs import sources
 
     options.merge_files(args)
     try:
@@ -176,22 +176,13 @@ def collect_inputs(paths: Sequence[str], *, stdin_name: str) -> list[tuple[str, 
     return out
 
 
-# Documents of the inputs that describe the cluster rather than a workload to lint: Namespace
-# labels (namespaceSelector), ResourceClaims and templates (pods' spec.resourceClaims).
-CONTEXT_KINDS = ("Namespace", "ResourceClaim", "ResourceClaimTemplate")
-
-
-def documents_among(loaded: list[tuple[str, bytes]]) -> Any:
-    """Only files that can hold such a document are read ahead of the rest."""
-    from webhook.inputs import sources
-
-    found = sources.ClusterObjects()
-    for _, raw in loaded:
-        if b"Namespace" in raw or b"ResourceClaim" in raw:
-            for obj in sources.stream_objects(yamlpos.read_stream(raw)):
-                if obj.get("kind") in CONTEXT_KINDS:
-                    found.add(obj)
-    return found
+def documents_among(loaded: list[tuple[str, bytes]]) -> sources.ClusterObjects:
+    """The documents of the inputs that describe the cluster (sources.CONTEXT_KINDS); only
+    files that can hold one are read ahead of the rest."""
+    marks = {kind.encode() for kind in ("Namespace", "ResourceClaim")}  # ...Template too
+    return sources.context_objects(
+        obj for _, raw in loaded if any(m in raw for m in marks)
+        for obj in sources.stream_objects(yamlpos.read_stream(raw)))
 
 
 def lint_stream(

@@ -30,11 +30,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         raw = sys.stdin.buffer.read() if args.file == "-" else sources.read_bytes(args.file)
         stream = yamlpos.read_stream(raw)
         documents = list(sources.stream_objects(stream))
-        found = sources.ClusterObjects()
-        for doc in documents:  # what the stream says of the cluster: labels, claims
-            if doc.get("kind") in ("Namespace", "ResourceClaim", "ResourceClaimTemplate"):
-                found.add(doc)
-        context, _ = sources.build_context(args, found)
+        context, _ = sources.build_context(args, sources.context_objects(documents))
     except (sources.SourceError, PolicyLoadError) as exc:
         stderr.write(f"gpupolicy review: {exc}\n")
         return 2

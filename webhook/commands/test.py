@@ -23,7 +23,6 @@ from policies.catalog import Catalog
 from policies.context import Context
 from policies.decision import Decision
 from policies.engine import namespace_of, review
-from policies.inventory import Inventory
 from policies.loading import PolicyLoadError, check_unique
 from policies.model import GPUPolicy
 from policies.paths import to_display
@@ -203,17 +202,11 @@ def _inputs(
             raise _Invalid(f"{where('namespaces', i)}: {exc}") from None
     namespaces.update(found.namespaces)
 
-    inventory: Inventory | None = None
-    claims = dict(found.claims)
-    if spec.inventory is not None:
-        try:
-            cluster = sources.read_cluster_file(base / spec.inventory)
-        except sources.SourceError as exc:
-            raise _Invalid(f"{where('inventory')}: {exc}") from None
-        inventory = cluster.inventory(catalog)
-        claims = {**cluster.claims, **claims}
-    elif found.nodes:
-        inventory = found.inventory(catalog)
+    try:
+        inventory, claims = sources.inventory_and_claims(
+            found, base / spec.inventory if spec.inventory is not None else None, catalog)
+    except sources.SourceError as exc:
+        raise _Invalid(f"{where('inventory')}: {exc}") from None
     context = Context(policies=policies, catalog=catalog, inventory=inventory,
                       namespaces=namespaces, excluded_namespaces=sources.excluded_namespaces(None),
                       claims=claims)

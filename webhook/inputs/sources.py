@@ -32,6 +32,9 @@ PACKAGE_DIR = Path(__file__).resolve().parents[2] / "policies"
 BUNDLED_POLICIES = PACKAGE_DIR / "defaults"
 CATALOG_FILE = PACKAGE_DIR / "data" / "catalog.yaml"
 SUFFIXES = (".yaml", ".yml", ".json")
+# What the workload documents of lint and review may be read beside: Namespace labels (for
+# namespaceSelector) and the ResourceClaims pods name.
+CONTEXT_KINDS = ("Namespace", "ResourceClaim", "ResourceClaimTemplate")
 # Kinds that describe the cluster rather than a workload: read from the inputs of every door.
 CLUSTER_KINDS = ("Namespace", "Node", "GPUPolicy", "ResourceSlice", "DeviceClass",
                  "ResourceClaim")  # ResourceClaimTemplate too: the scan looks for substrings
@@ -270,14 +273,38 @@ class ClusterObjects:
 
 
     def inventory(self, catalog: Catalog) -> Inventory:
-        """The nodes in name order, as the API server lists them (the same answer from a dump
-        in any order), with what their DRA devices serve."""
-        nodes = sorted(self.nodes, key=_name)
-        dra = None
-        if self.slices or self.classes:
-            dra = DraInventory.build(self.slices, self.classes, nodes={
-                _name(n): _labels(n) for n in nodes})
-        return Inventory.from_nodes(nodes, catalog, dra)
+        return inventory_of(self.nodes, self.slices, self.classes, catalog)
+
+
+def inventory_of(nodes: Iterable[Mapping[str, Any]], slices: Iterable[Any],
+                 classes: Iterable[Any], catalog: Catalog) -> Inventory:
+    """Nodes in name order, as the API server lists them (the same answer from a dump in any
+    order), with what their DRA devices serve. Slices and classes may come parsed already."""
+    ordered = sorted(nodes, key=_name)
+    slices, classes = list(slices), list(classes)
+    dra = None
+    if slices or classes:
+        dra = DraInventory.build(slices, classes, nodes={_name(n): _labels(n) for n in ordered})
+    return Inventory.from_nodes(ordered, catalog, dra)
+
+
+def inventory_and_claims(found: ClusterObjects, inventory: Path | str | None,
+                         catalog: Catalog) -> tuple[Inventory | None, dict[Any, Claim]]:
+    """The inventory (the --inventory file, else the nodes among the inputs) and the
+    ResourceClaims pods may name (the file's, then the inputs'). Raises SourceError."""
+    if inventory:
+        cluster = read_cluster_file(inventory)
+        return cluster.inventory(catalog), {**cluster.claims, **found.claims}
+    return (found.inventory(catalog) if found.nodes else None), dict(found.claims)
+
+
+def context_objects(objects: Iterable[Mapping[str, Any]]) -> ClusterObjects:
+    """The CONTEXT_KINDS documents among `objects`."""
+    found = ClusterObjects()
+    for obj in objects:
+        if obj.get("kind") in CONTEXT_KINDS:
+            found.add(obj)
+    return found
 
 
 def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
@@ -337,18 +364,12 @@ def build_context(
     policies, clashes = merge_policies(load_policies(args.policies), found.policies)
     namespaces = load_namespaces(args.namespaces)
     namespaces.update(found.namespaces)
-    inventory: Inventory | None = None
-    claims = dict(found.claims)
-    if args.inventory:
-        cluster = read_cluster_file(args.inventory)
-        inventory = cluster.inventory(catalog)
-        claims = {**cluster.claims, **claims}
-    elif found.nodes:
-        inventory = found.inventory(catalog)
+    inventory, claims = inventory_and_claims(found, args.inventory, catalog)
     context = Context(
         policies=policies, catalog=catalog, inventory=inventory, namespaces=namespaces,
         excluded_namespaces=excluded_namespaces(args.exclude_namespace, own_namespace),
         workload_kinds=load_workload_kinds(getattr(args, "workload_kinds", None)),
+        claims=claims,
     )
     return context, [*found.problems, *clashes.values()]
 

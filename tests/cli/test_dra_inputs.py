@@ -1,0 +1,50 @@
+"""A pod's ResourceClaimTemplate in the same input stream makes it a GPU pod in every door
+that reads files, not only in the engine's case table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_review import gpupolicy
+
+TEMPLATE = """apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu, namespace: ml}
+spec:
+  spec:
+    devices:
+      requests: [{name: gpu, exactly: {deviceClassName: CLASS}}]
+"""
+POD = """apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: ml}
+spec:
+  resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]
+  containers: [{name: c, image: i, resources: {claims: [{name: gpu}]}}]
+"""
+
+
+def _toleration_added(door: str, path: Path) -> bool:
+    if door == "review":
+        results = json.loads(gpupolicy("review", str(path)).stdout)
+        return any(op["path"] == "/spec/tolerations" for r in results for op in r["patch"])
+    if door == "lint":
+        out = gpupolicy("lint", "--show-mutations", "-o", "json", str(path)).stdout
+        return any(f["rule"] == "mutation" and f["path"] == "/spec/tolerations"
+                   for f in json.loads(out)["findings"])
+    out = gpupolicy("audit", "-o", "json", str(path)).stdout
+    return any(f["rule"] == "mutation" and f.get("path") == "/spec/tolerations"
+               for f in json.loads(out)["findings"])
+
+
+@pytest.mark.parametrize("door", ["review", "lint", "audit"])
+@pytest.mark.parametrize(("device_class", "gpu"), [("gpu.nvidia.com", True),
+                                                   ("rdma.example.com", False)])
+def test_a_claimed_gpu_is_gpu_demand_in_every_door(tmp_path: Path, door: str,
+                                                   device_class: str, gpu: bool) -> None:
+    path = tmp_path / "pod.yaml"
+    path.write_text(TEMPLATE.replace("CLASS", device_class) + "---\n" + POD)
+    assert _toleration_added(door, path) is gpu
