@@ -127,3 +127,13 @@ def test_corpus_manifests_as_a_helm_chart_lint_the_same(corpus_dir: Path, tmp_pa
     code, piped = _lint_stdin(rendered, policies=None)  # the bundled ones, as above
     assert code == int(any(f["severity"] == "error" for f in findings))
     assert _verdicts(piped) == _verdicts(findings)
+
+
+def test_source_comments_are_found_in_one_pass(tmp_path: Path) -> None:
+    from webhook.output.helm import Sources
+
+    doc = b"---\n# Source: c/templates/t.yaml\napiVersion: v1\nkind: ConfigMap\n"
+    raw = doc * 50_000  # counted on from the previous comment, not from the start each time
+    found = Sources(raw, root=tmp_path)
+    assert found.lines[:3] == [2, 6, 10] and found.lines[-1] == 4 * 50_000 - 2
+    assert set(found.paths) == {"c/templates/t.yaml"}

@@ -29,11 +29,14 @@ class Sources:
         self.lines: list[int] = []  # the line of each `# Source:` comment, ascending
         self.paths: list[str] = []
         charts: dict[str, Path] | None = None
+        line, counted = 1, 0  # lines are counted on from the last comment: linear in `raw`
         for match in _SOURCE.finditer(raw):
             path = match.group(1).decode("utf-8", "replace").strip()
             if charts is None:
                 charts = chart_dirs(root or Path.cwd())
-            self.lines.append(raw.count(b"\n", 0, match.start()) + 1)
+            line += raw.count(b"\n", counted, match.start())
+            counted = match.start()
+            self.lines.append(line)
             self.paths.append(_in_repository(path, charts))
 
     def __bool__(self) -> bool:
