@@ -179,6 +179,11 @@ class SharedRules(Strict):
     max_pods_per_gpu: int | None = Field(default=None, ge=1, alias="maxPodsPerGPU")
 
 
+class DraRules(Strict):
+    # Globs (fnmatch) over DeviceClass names a GPU request of a ResourceClaim may name.
+    allowed_device_classes: tuple[str, ...] | None = None
+
+
 class Rules(Strict):
     allowed_resources: tuple[str, ...] | None = None
     max_gpus_per_pod: int | None = Field(default=None, ge=0, alias="maxGPUsPerPod")
@@ -187,6 +192,7 @@ class Rules(Strict):
     require_hardware_match: bool = False
     mig: MigRules | None = None
     shared: SharedRules | None = None
+    dra: DraRules | None = None
     deny_privileged_gpu_containers: bool = Field(
         default=False, alias="denyPrivilegedGPUContainers"
     )
