@@ -75,7 +75,9 @@ def _strip_suffixes(name: str) -> str:
 
 @lru_cache(maxsize=4096)
 def _normalize(name: str) -> str:
-    name = _strip_suffixes(name.strip().lower())
+    # A DRA driver's productName has spaces ("NVIDIA H100 80GB HBM3") where GFD's label has
+    # dashes (NVIDIA-H100-80GB-HBM3): the same model.
+    name = _strip_suffixes(name.strip().lower().replace(" ", "-"))
     if name.startswith("nvidia-"):
         name = name[len("nvidia-"):]
     return name

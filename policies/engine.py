@@ -12,21 +12,31 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from policies.claimfit import claim_verdicts, judged, pod_verdicts
 from policies.cluster import ClusterFinding, ClusterView
 from policies.context import Context
 from policies.decision import Decision, Finding, Violation
-from policies.dra.demand import claim_devices
+from policies.dra.claims import gpu_demand
+from policies.dra.demand import claim_uses
+from policies.dra.parse_claims import parse_claim
 from policies.hardware import PoolVerdict, catalog_pools, verdicts
 from policies.model import GPUPolicy
 from policies.mutate import inject, plan_for
 from policies.patch import Patch
 from policies.paths import FieldPath, to_display
 from policies.resources import PodDemand, classify, demand, with_metadata
-from policies.rules import CLUSTER_RULES, for_families, visible_devices_bypass
-from policies.view import PodView, targeted_products
+from policies.rules import (
+    CLUSTER_RULES,
+    INTRINSIC_CLAIM_RULES,
+    POLICY_CLAIM_RULES,
+    for_families,
+    visible_devices_bypass,
+)
+from policies.view import ClaimView, PodView, targeted_products
 from policies.workloads import Carrier, carriers, metadata_path, unlisted_pod_template
 
 _MODE_RANK = {"Enforce": 0, "Warn": 1, "Audit": 2}
+CLAIM_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
 
 
 def review(
@@ -40,6 +50,8 @@ def review(
     """What the webhooks would do with `obj`: the patch, and whether it may be admitted."""
     if operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
         return Decision(allowed=True, mutated=obj)
+    if is_claim(obj):
+        return _review_claim(obj, context, namespace_of(obj, namespace))
     specs = list(carriers(obj, context.workload_kinds))
     if not specs:
         skipped = unlisted_pod_template(obj, context.workload_kinds)
@@ -74,23 +86,66 @@ def review(
 def explain(
     obj: Any, context: Context, *, namespace: str | None = None
 ) -> list[tuple[FieldPath, list[PoolVerdict]]]:
-    """For each GPU pod spec of `obj` (after injection): every pool and why it cannot take it.
+    """For each GPU pod spec of `obj` (after injection): every pool and why it cannot take it,
+    its ResourceClaims included; for a claim of its own, every DRA node group.
 
     Without an inventory the pools are the catalog's GPU models, amounts unchecked."""
     if not isinstance(obj, dict):
         return []
-    specs = list(carriers(obj, context.workload_kinds))
     ns = namespace_of(obj, namespace)
+    inventory = context.inventory
+    dra = judged(inventory)
+    if is_claim(obj):
+        claim = parse_claim(obj)
+        return [] if dra is None else [((*claim.base, "devices"), [
+            PoolVerdict(f"node {v.group}", len(v.nodes), "", v.reasons)
+            for v in claim_verdicts(claim, dra)])]
+    specs = list(carriers(obj, context.workload_kinds))
     policies = context.governing(ns)
     _, _, views = _mutate(obj, specs, policies, ns, context)
     allowed = context.allowed_models(ns)
-    inventory = context.inventory
     pools = inventory.pools if inventory is not None else catalog_pools(context.catalog)
-    return [
-        (view.prefix, verdicts(view, pools, allowed_models=allowed,
-                               amounts_known=inventory is not None))
-        for view in views if view.demand.gpu
-    ]
+    out = []
+    for view in views:
+        if not view.demand.gpu:
+            continue
+        if dra is not None and inventory is not None and view.demand.claims:
+            out.append((view.prefix, pod_verdicts(view, inventory, dra, allowed)))
+        else:
+            out.append((view.prefix, verdicts(view, pools, allowed_models=allowed,
+                                               amounts_known=inventory is not None)))
+    return out
+
+
+def is_claim(obj: Mapping[str, Any]) -> bool:
+    """A ResourceClaim or ResourceClaimTemplate (DRA), reviewed as an object of its own."""
+    api = obj.get("apiVersion")
+    return obj.get("kind") in CLAIM_KINDS and isinstance(api, str) \
+        and api.startswith("resource.k8s.io/")
+
+
+def claim_view(obj: Any, context: Context, namespace: str) -> ClaimView:
+    claim = parse_claim(obj)
+    dra = context.inventory.dra if context.inventory is not None else None
+    return ClaimView(claim, namespace, tuple(gpu_demand(claim, dra)))
+
+
+def _review_claim(obj: Mapping[str, Any], context: Context, namespace: str) -> Decision:
+    """A claim is not mutated; its GPU requests are checked, once per object, as a pod's are."""
+    policies = context.governing(namespace)
+    if not policies:
+        return Decision(allowed=True, mutated=obj)
+    view = claim_view(obj, context, namespace)
+    if not view.gpu:
+        return Decision(allowed=True, mutated=obj)
+    strictest = min(policies, key=lambda p: _MODE_RANK[p.spec.mode])
+    found = [(strictest, f) for rule in INTRINSIC_CLAIM_RULES
+             for f in rule.check_claim(view, strictest, context)]
+    found += [(policy, f) for policy in policies for rule in POLICY_CLAIM_RULES
+              for f in rule.check_claim(view, policy, context)]
+    violations = tuple(_violation(policy, f) for policy, f in found)
+    return Decision(allowed=not any(v.denies for v in violations), mutated=obj,
+                    violations=violations, gpu=True, policies=tuple(p.name for p in policies))
 
 
 def review_cluster(view: ClusterView, context: Context) -> list[ClusterFinding]:
@@ -125,9 +180,9 @@ def _mutate(
                                      _get(obj, meta_at), meta_at)
         if context.claims:  # GPUs asked for through ResourceClaims (DRA) make a GPU pod too
             dra = context.inventory.dra if context.inventory is not None else None
-            devices = claim_devices(carrier.spec, prefix, namespace, context.claims, dra)
-            if devices:
-                found_demand = replace(found_demand, claims=devices)
+            uses = claim_uses(carrier.spec, prefix, namespace, context.claims, dra)
+            if uses:
+                found_demand = replace(found_demand, claims=uses)
         before.append(found_demand)
         found += inject(patch, prefix, before[-1], policies, carrier.kind.pod_fields)
     return patch, found, list(_views(patch, specs, before, obj, namespace))
@@ -182,7 +237,8 @@ def _spec_before(patch: Patch, prefix: FieldPath) -> Any:
 def _check(
     view: PodView, policies: Sequence[GPUPolicy], context: Context
 ) -> Iterator[tuple[GPUPolicy, Finding]]:
-    if not view.demand.containers or not _accelerator_related(view):
+    gpu_claims = any(u.gpu for u in view.demand.claims)
+    if not gpu_claims and (not view.demand.containers or not _accelerator_related(view)):
         for policy in policies:
             for finding in visible_devices_bypass.check(view, policy, context):
                 yield policy, finding
@@ -190,7 +246,7 @@ def _check(
     # Facts (the apiserver's own checks, catalog facts) are reported once, under the
     # strictest policy: they hold whatever the policies say.
     strictest = min(policies, key=lambda p: _MODE_RANK[p.spec.mode])
-    intrinsic, policy_rules = for_families(view.demand.present)
+    intrinsic, policy_rules = for_families(view.demand.present | _claimed(view.demand))
     for rule in intrinsic:
         for finding in rule.check(view, strictest, context):
             yield strictest, finding
@@ -198,6 +254,15 @@ def _check(
         for rule in policy_rules:
             for finding in rule.check(view, policy, context):
                 yield policy, finding
+
+
+def _claimed(found: PodDemand) -> frozenset[str]:
+    """The families a pod's ResourceClaims bring: DRA, and whole GPUs or MIG devices."""
+    if not any(u.gpu for u in found.claims):
+        return frozenset()
+    kinds = {"whole" if d.kind == "gpu" else d.kind for u in found.claims for d in u.demands
+             if d.kind is not None}
+    return frozenset({"dra", *kinds})
 
 
 def _accelerator_related(view: PodView) -> bool:

@@ -52,18 +52,31 @@ def verdicts(
 ) -> list[PoolVerdict]:
     """Each pool with the reasons it cannot take the pod; `allowed_models` lists every policy's
     `allowedModels` that applies (a model must be in all of them)."""
+    return [v for _, v in pool_verdicts(view, pools, allowed_models=allowed_models,
+                                        amounts_known=amounts_known)]
+
+
+def pool_verdicts(
+    view: PodView, pools: Iterable[Pool], *, allowed_models: Sequence[Sequence[str]] = (),
+    amounts_known: bool = True,
+) -> list[tuple[Pool | None, PoolVerdict]]:
+    """`verdicts`, each beside its pool (None for a bound node the inventory lacks); a pod
+    bound to a node (spec.nodeName) gets that node's pool alone, narrowed to the node."""
     need = _Need.of(view, allowed_models)
     pools = tuple(pools)
     if need.node_name:  # a bound pod: only its node's pool has anything to say
         bound = [p for p in pools if need.node_name in p.node_names]
         if not bound:
-            return [PoolVerdict(f"of node {need.node_name}", 0, "", (
-                f"spec.nodeName {need.node_name} is not a schedulable node of the inventory",))]
-        return [PoolVerdict(f"{pool.name} (node {need.node_name})", 1, describe_hardware(pool),
-                            tuple(_pool_reasons(need, pool, amounts_known))) for pool in bound]
+            return [(None, PoolVerdict(f"of node {need.node_name}", 0, "", (
+                f"spec.nodeName {need.node_name} is not a schedulable node of the inventory",
+            )))]
+        return [(replace(pool, node_names=(need.node_name,)),
+                 PoolVerdict(f"{pool.name} (node {need.node_name})", 1, describe_hardware(pool),
+                             tuple(_pool_reasons(need, pool, amounts_known)))) for pool in bound]
     return [
-        PoolVerdict(pool.name, len(pool.node_names), describe_hardware(pool),
-                    tuple(_pool_reasons(need, pool, amounts_known)), _relevant(need, pool))
+        (pool, PoolVerdict(pool.name, len(pool.node_names), describe_hardware(pool),
+                           tuple(_pool_reasons(need, pool, amounts_known)),
+                           _relevant(need, pool)))
         for pool in pools
     ]
 

@@ -13,12 +13,15 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from policies.display import shown
 from policies.paths import FieldPath
 from policies.quantity import Number, QuantityError, parse_quantity
 from policies.workloads import ContainerSlot, walk
+
+if TYPE_CHECKING:
+    from policies.dra.demand import ClaimUse
 
 Family = Literal["whole", "mig", "gpushare", "hami", "volcano-vgpu", "volcano-gpushare", "other"]
 Role = Literal["app", "init", "sidecar", "ephemeral"]
@@ -144,13 +147,12 @@ class PodDemand:
     # ACK multi-card sharing: the pod label aliyun.com/gpu-count spreads aliyun.com/gpu-mem
     # over this many GPUs of one node (1 without the label).
     gpushare_cards: int = 1
-    # GPUs and MIG devices asked for through the pod's ResourceClaims (DRA):
-    # (spec.resourceClaims[i] path, "gpu" | "mig", device count), resolved by the engine.
-    claims: tuple[tuple[FieldPath, str, int], ...] = ()
+    # The pod's ResourceClaims (DRA) the inputs hold, GPU or not, resolved by the engine.
+    claims: tuple[ClaimUse, ...] = ()
 
     @property
     def gpu(self) -> bool:
-        return (self.fraction is not None or bool(self.claims)
+        return (self.fraction is not None or any(u.gpu for u in self.claims)
                 or any(c.gpu for c in self.containers))
 
     @property

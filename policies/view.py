@@ -6,6 +6,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from policies.dra.claims import Demand
+from policies.dra.objects import Claim
 from policies.inventory import PRODUCT_LABELS
 from policies.paths import FieldPath
 from policies.resources import PodDemand
@@ -73,3 +75,20 @@ def _required_expressions(spec: Mapping[str, Any]) -> Iterator[Mapping[str, Any]
 
 def _dict(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimView:
+    """A ResourceClaim or ResourceClaimTemplate reviewed as an object of its own."""
+
+    claim: Claim
+    namespace: str
+    demands: tuple[Demand, ...]  # each request (and subrequest), GPU kind and device count
+
+    @property
+    def kind(self) -> str:
+        return self.claim.kind
+
+    @property
+    def gpu(self) -> bool:
+        return any(d.kind is not None for d in self.demands)

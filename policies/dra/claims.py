@@ -3,6 +3,7 @@ not exist, and whether the claim asks for GPUs (which makes its pod a GPU pod)."
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -136,3 +137,40 @@ def _class_path(request: Request) -> FieldPath:
 
 def _clip(expression: str) -> str:
     return repr(expression if len(expression) <= 120 else expression[:117] + "...")
+
+
+_ATTRIBUTE = re.compile(
+    r"""device\s*\.\s*(attributes|capacity)\s*\[\s*(['"])([^'"]+)\2\s*\]\s*\.\s*([A-Za-z_]\w*)""")
+
+
+def unknown_attributes(claim: Claim, inventory: DraInventory) -> list[Problem]:
+    """Request selectors that name an attribute (or capacity) no device of the request's class
+    has: they compile, and fail on every device at allocation ("no such key")."""
+    out = []
+    for request in requests_of(claim):
+        if request.class_name not in inventory.classes:
+            continue
+        for selector in request.selectors:
+            for match in _ATTRIBUTE.finditer(selector.expression):
+                field, domain, name = match.group(1), match.group(3), match.group(4)
+                if _class_has(request.class_name, field, f"{domain}/{name}", inventory):
+                    continue
+                what = "attribute" if field == "attributes" else "capacity"
+                out.append(Problem(selector.path, f"{to_display(selector.path)}: no device of "
+                                   f"class {request.class_name} has the {what} {domain}/{name}"
+                                   ": the selector fails at allocation", "advice"))
+    return out
+
+
+def _class_has(class_name: str, field: str, qualified: str, inventory: DraInventory) -> bool:
+    key = ("has", class_name, field, qualified)
+    if key not in inventory.memo:
+        cls = inventory.classes[class_name]
+        programs = [compile_selector(s.expression) for s in cls.selectors]
+        inventory.memo[key] = any(
+            (qualified in (device.attributes if field == "attributes" else device.capacity)
+             or (field == "capacity" and qualified.rpartition("/")[2] in device.capacity))
+            and all(evaluate(p, device).matches for p in programs)
+            for group in inventory.groups for _pool, device in group.devices())
+    found: bool = inventory.memo[key]
+    return found

@@ -5,10 +5,11 @@ demand, so the pod is a GPU pod and the policies' injections apply to it (DESIGN
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from policies.dra.claims import gpu_demand
+from policies.dra.claims import Demand, GpuKind, gpu_demand
 from policies.dra.objects import Claim
 from policies.dra.pools import DraInventory
 from policies.paths import FieldPath
@@ -16,10 +17,30 @@ from policies.paths import FieldPath
 Claims = Mapping[tuple[str, str, str], Claim]
 
 
-def claim_devices(spec: Mapping[str, Any], prefix: FieldPath, namespace: str, claims: Claims,
-                  dra: DraInventory | None) -> tuple[tuple[FieldPath, str, int], ...]:
-    """(path of the spec.resourceClaims entry, "gpu" | "mig", devices) for every GPU request
-    of every claim the pod names and the inputs hold; malformed entries give nothing."""
+@dataclass(frozen=True, slots=True)
+class ClaimUse:
+    """One entry of a pod's spec.resourceClaims, resolved to the claim it names."""
+
+    path: FieldPath  # spec.resourceClaims[i]
+    name: str  # the pod's name for it: containers list it in resources.claims[].name
+    claim: Claim
+    demands: tuple[Demand, ...]
+
+    @property
+    def gpu(self) -> bool:
+        return any(d.kind is not None for d in self.demands)
+
+    def devices(self, kind: GpuKind, request: str = "") -> int:
+        """Devices of `kind` the claim gives (only request `request`'s, when named)."""
+        return sum(d.count for d in self.demands if d.kind == kind and (
+            not request or d.request.name == request
+            or d.request.name.startswith(f"{request}/")))
+
+
+def claim_uses(spec: Mapping[str, Any], prefix: FieldPath, namespace: str, claims: Claims,
+               dra: DraInventory | None) -> tuple[ClaimUse, ...]:
+    """Every claim the pod names and the inputs hold, GPU or not (all of a pod's claims are
+    allocated on one node); malformed entries and claims not among the inputs give nothing."""
     refs = spec.get("resourceClaims")
     if not isinstance(refs, list) or not claims:
         return ()
@@ -34,7 +55,31 @@ def claim_devices(spec: Mapping[str, Any], prefix: FieldPath, namespace: str, cl
         claim = claims.get(key) if key is not None else None
         if claim is None:
             continue
-        for wanted in gpu_demand(claim, dra):
-            if wanted.kind is not None:
-                found.append(((*prefix, "resourceClaims", i), wanted.kind, wanted.count))
+        own = ref.get("name")
+        found.append(ClaimUse((*prefix, "resourceClaims", i), own if isinstance(own, str) else "",
+                              claim, tuple(gpu_demand(claim, dra))))
     return tuple(found)
+
+
+def devices(uses: Iterable[ClaimUse], kind: GpuKind) -> int:
+    return sum(u.devices(kind) for u in uses)
+
+
+def container_devices(container: Mapping[str, Any], uses: Iterable[ClaimUse],
+                      kind: GpuKind) -> int:
+    """Devices of `kind` a container is given: those of the claims (or of the one request of
+    a claim) it lists in resources.claims."""
+    resources = container.get("resources")
+    listed = resources.get("claims") if isinstance(resources, dict) else None
+    if not isinstance(listed, list):
+        return 0
+    by_name = {u.name: u for u in uses}
+    total = 0
+    for entry in listed:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        use = by_name.get(name) if isinstance(name, str) else None
+        if use is None:
+            continue
+        request = entry.get("request")
+        total += use.devices(kind, request if isinstance(request, str) else "")
+    return total

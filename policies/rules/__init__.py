@@ -4,7 +4,9 @@ A rule module has `ID` (kebab-case, stable), `INTRINSIC` (True when the rule sta
 does not depend on policy settings, such as the apiserver's own checks: it then runs once per
 pod, attributed to the strictest governing policy), optionally `FAMILIES` (the resource families
 without which it has nothing to say, so it is not run) and `check(view, policy, context)`
-yielding Findings. Its docstring carries PASS/FAIL examples and is the rule's documentation.
+yielding Findings for a pod spec, and/or `check_claim(view, policy, context)` for a
+ResourceClaim or ResourceClaimTemplate reviewed as an object of its own (DRA).
+Its docstring carries PASS/FAIL examples and is the rule's documentation.
 """
 
 from __future__ import annotations
@@ -13,6 +15,13 @@ from functools import lru_cache
 from types import ModuleType
 
 from policies.rules import (
+    dra_admin_access_namespace,
+    dra_allocation_all,
+    dra_claim_invalid,
+    dra_device_class_not_allowed,
+    dra_device_class_unknown,
+    dra_no_matching_device,
+    dra_selector_invalid,
     gpu_fraction_annotation,
     gpu_max_per_container,
     gpu_max_per_pod,
@@ -69,12 +78,30 @@ _MODULES: tuple[ModuleType, ...] = (
     visible_devices_bypass,
     privileged_gpu_container,
     gpu_no_matching_hardware,
+    dra_no_matching_device,
 )
+
+# Rules over a ResourceClaim or template of its own (`check_claim`), in report order.
+CLAIM_RULES: tuple[ModuleType, ...] = (
+    dra_claim_invalid,
+    dra_selector_invalid,
+    dra_device_class_unknown,
+    dra_device_class_not_allowed,
+    dra_admin_access_namespace,
+    dra_allocation_all,
+    gpu_max_per_pod,
+    gpu_model_not_allowed,
+    mig_profile_not_allowed,
+    mig_instances_over_policy,
+    dra_no_matching_device,
+)
+INTRINSIC_CLAIM_RULES = tuple(m for m in CLAIM_RULES if m.INTRINSIC)
+POLICY_CLAIM_RULES = tuple(m for m in CLAIM_RULES if not m.INTRINSIC)
 
 # Rules over the whole cluster (`check_cluster(view, context)`): only the audit sees them.
 CLUSTER_RULES: tuple[ModuleType, ...] = (shared_gpu_over_limit,)
 
-RULES: dict[str, ModuleType] = {m.ID: m for m in (*_MODULES, *CLUSTER_RULES)}
+RULES: dict[str, ModuleType] = {m.ID: m for m in (*_MODULES, *CLAIM_RULES, *CLUSTER_RULES)}
 INTRINSIC_RULES = tuple(m for m in _MODULES if m.INTRINSIC)
 POLICY_RULES = tuple(m for m in _MODULES if not m.INTRINSIC)
 

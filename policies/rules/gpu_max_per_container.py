@@ -1,6 +1,8 @@
-"""gpu-max-per-container: whole devices per container stay within `rules.maxGPUsPerContainer`.
+"""gpu-max-per-container: whole devices per container stay within `rules.maxGPUsPerContainer`,
+the GPUs of the ResourceClaims a container lists in `resources.claims` included.
 
-FAIL (maxGPUsPerContainer: 4): `limits: {nvidia.com/gpu: 8}`
+FAIL (maxGPUsPerContainer: 4): `limits: {nvidia.com/gpu: 8}`; `resources.claims: [{name: gpus}]`
+  naming a claim of 8 GPUs
 PASS: `limits: {nvidia.com/gpu: 4}`
 """
 
@@ -10,6 +12,7 @@ from collections.abc import Iterator
 
 from policies.context import Context
 from policies.decision import Finding
+from policies.dra.demand import container_devices
 from policies.model import GPUPolicy
 from policies.resources import WHOLE_DEVICE
 from policies.view import PodView
@@ -29,3 +32,8 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
                     ID, f"container {container.name!r} asks for {amount.value} {name}; "
                     f"at most {limit} allowed", amount.path,
                 )
+        claimed = container_devices(container.spec, view.demand.claims, "gpu")
+        if claimed > limit:
+            yield Finding(ID, f"container {container.name!r} is given {claimed} GPUs by the "
+                          f"ResourceClaims it lists; at most {limit} allowed",
+                          (*container.path, "resources", "claims"))

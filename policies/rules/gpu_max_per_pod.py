@@ -1,7 +1,9 @@
 """gpu-max-per-pod: whole devices a pod holds at once (app containers and sidecars summed,
-init containers max'ed) stay within `rules.maxGPUsPerPod`.
+init containers max'ed, GPUs of its ResourceClaims added) stay within `rules.maxGPUsPerPod`.
+A claim that asks for more GPUs than any pod may hold is refused on its own.
 
-FAIL (maxGPUsPerPod: 8): two containers with `nvidia.com/gpu: 6`
+FAIL (maxGPUsPerPod: 8): two containers with `nvidia.com/gpu: 6`; one with `nvidia.com/gpu: 4`
+  and a ResourceClaim of 6 GPUs
 PASS: one container with 8; an init container with 8 then an app container with 8
 """
 
@@ -11,9 +13,10 @@ from collections.abc import Iterator
 
 from policies.context import Context
 from policies.decision import Finding
+from policies.dra.demand import devices
 from policies.model import GPUPolicy
 from policies.resources import WHOLE_DEVICE
-from policies.view import PodView
+from policies.view import ClaimView, PodView
 
 ID = "gpu-max-per-pod"
 INTRINSIC = False
@@ -23,9 +26,26 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     limit = policy.spec.rules.max_gpus_per_pod
     if limit is None:
         return
+    claimed = devices(view.demand.claims, "gpu")
+    if claimed:
+        plugin = sum(v for n, v in view.demand.totals.items() if n in WHOLE_DEVICE)
+        if plugin + claimed > limit:
+            also = f" and {plugin} through extended resources" if plugin else ""
+            yield Finding(ID, f"the pod holds {plugin + claimed} GPUs at once ({claimed} "
+                          f"through ResourceClaims{also}); at most {limit} allowed",
+                          view.at("resourceClaims"))
+        return
     for name, total in view.demand.totals.items():
         if name in WHOLE_DEVICE and total > limit:
             yield Finding(
                 ID, f"the pod holds {total} {name} at once; at most {limit} allowed",
                 view.containers_path,
             )
+
+
+def check_claim(view: ClaimView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
+    limit = policy.spec.rules.max_gpus_per_pod
+    total = sum(d.count for d in view.demands if d.kind == "gpu")
+    if limit is not None and total > limit:
+        yield Finding(ID, f"the claim asks for {total} GPUs; a pod may hold at most {limit}, "
+                      "so no pod here can use it", (*view.claim.base, "devices", "requests"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from policies.claimfit import judged
 from policies.context import Context
 from policies.decision import Finding
 from policies.hardware import PoolVerdict, any_fits, closest, verdicts
@@ -28,6 +29,8 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     inventory = context.inventory
     if not rules.require_hardware_match or inventory is None or not view.demand.gpu:
         return
+    if view.demand.claims and judged(inventory) is not None:
+        return  # dra-no-matching-device judges the pod, claims and all
     allowed = context.allowed_models(view.namespace)
     bound = view.spec.get("nodeName")
     if isinstance(bound, str) and (node := inventory.node(bound)) is not None \

@@ -1,6 +1,8 @@
-"""mig-instances-over-policy: MIG instances a pod holds stay within `rules.mig.maxInstancesPerPod`.
+"""mig-instances-over-policy: MIG instances a pod holds (extended resources and the MIG devices
+of its ResourceClaims) stay within `rules.mig.maxInstancesPerPod`.
 
-FAIL (maxInstancesPerPod: 2): three containers with `nvidia.com/mig-1g.10gb: 1`
+FAIL (maxInstancesPerPod: 2): three containers with `nvidia.com/mig-1g.10gb: 1`; a claim of 3
+  devices of class mig.nvidia.com
 PASS: two of them
 """
 
@@ -10,9 +12,10 @@ from collections.abc import Iterator
 
 from policies.context import Context
 from policies.decision import Finding
+from policies.dra.demand import devices
 from policies.model import GPUPolicy
 from policies.resources import mig_profile
-from policies.view import PodView
+from policies.view import ClaimView, PodView
 
 ID = "mig-instances-over-policy"
 INTRINSIC = False
@@ -23,9 +26,21 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     mig = policy.spec.rules.mig
     if mig is None or mig.max_instances_per_pod is None:
         return
+    claimed = devices(view.demand.claims, "mig")
     total = sum(v for n, v in view.demand.totals.items() if mig_profile(n) is not None)
-    if total > mig.max_instances_per_pod:
+    if total + claimed > mig.max_instances_per_pod:
+        through = f" ({claimed} through ResourceClaims)" if claimed else ""
         yield Finding(
-            ID, f"the pod holds {total} MIG instances; at most {mig.max_instances_per_pod} "
-            "allowed", view.containers_path,
+            ID, f"the pod holds {total + claimed} MIG instances{through}; at most "
+            f"{mig.max_instances_per_pod} allowed",
+            view.at("resourceClaims") if claimed else view.containers_path,
         )
+
+
+def check_claim(view: ClaimView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
+    mig = policy.spec.rules.mig
+    total = sum(d.count for d in view.demands if d.kind == "mig")
+    if mig is not None and mig.max_instances_per_pod is not None \
+            and total > mig.max_instances_per_pod:
+        yield Finding(ID, f"the claim asks for {total} MIG instances; a pod may hold at most "
+                      f"{mig.max_instances_per_pod}", (*view.claim.base, "devices", "requests"))

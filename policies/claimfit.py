@@ -1,0 +1,68 @@
+"""Could any node run this pod with its ResourceClaims? Per pool of nodes, the pod's own
+scheduling facts (taints, selectors, extended resources: policies/hardware.py) and then, on the
+DRA node groups of the pool's nodes, whether every request of every claim of the pod can be
+allocated at once (policies/dra/allocate.py). A claim reviewed alone asks only the second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from policies.dra.allocate import GroupVerdict, check_group
+from policies.dra.objects import Claim
+from policies.dra.pools import DraInventory, NodeGroup
+from policies.dra.search import Budget
+from policies.hardware import PoolVerdict, pool_verdicts
+from policies.inventory import Inventory
+from policies.view import PodView
+
+NO_DEVICES = "no ResourceSlice publishes devices for these nodes"
+
+
+def judged(inventory: Inventory | None) -> DraInventory | None:
+    """The DRA inventory when there is one to judge claims by: DeviceClasses known (an
+    inventory listed without `resourceslices,deviceclasses` says nothing about DRA)."""
+    dra = inventory.dra if inventory is not None else None
+    return dra if dra is not None and dra.classes else None
+
+
+def pod_verdicts(view: PodView, inventory: Inventory, dra: DraInventory,
+                 allowed_models: Sequence[Sequence[str]] = ()) -> list[PoolVerdict]:
+    """Each pool with every reason it cannot take the pod and all its claims together. The
+    models `allowedModels` permits are judged on the pool's product label only when the pod
+    also asks for extended GPU resources (a claim's models: gpu-model-not-allowed)."""
+    claims = tuple(u.claim for u in view.demand.claims)
+    extended = any(c.gpu for c in view.demand.containers) or view.demand.fraction is not None
+    checked: dict[str, GroupVerdict] = {}
+    budget = Budget()
+    out = []
+    for pool, verdict in pool_verdicts(view, inventory.pools,
+                                       allowed_models=allowed_models if extended else ()):
+        if pool is None:
+            out.append(verdict)
+            continue
+        groups = {g.name: g for n in pool.node_names if (g := dra.group_of(n)) is not None}
+        found = [_checked(claims, g, dra, checked, budget) for g in groups.values()]
+        if not found:
+            reasons: tuple[str, ...] = (NO_DEVICES,)
+        elif any(g.fits for g in found):
+            reasons = ()
+        else:
+            reasons = min((g.reasons for g in found), key=len)
+        out.append(replace(verdict, reasons=verdict.reasons + reasons, relevant=bool(found)))
+    return out
+
+
+def claim_verdicts(claim: Claim, dra: DraInventory) -> list[GroupVerdict]:
+    """A claim on its own: each node group and why it cannot allocate the claim."""
+    budget = Budget()
+    return [check_group((claim,), g, dra, budget) for g in dra.groups]
+
+
+def _checked(claims: tuple[Claim, ...], group: NodeGroup, dra: DraInventory,
+             checked: dict[str, GroupVerdict], budget: Budget) -> GroupVerdict:
+    found = checked.get(group.name)
+    if found is None:
+        found = checked[group.name] = check_group(claims, group, dra, budget)
+    return found
