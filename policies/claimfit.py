@@ -14,9 +14,10 @@ from policies.dra.objects import Claim
 from policies.dra.pools import DraInventory, NodeGroup
 from policies.dra.search import Budget
 from policies.hardware import PoolVerdict, pool_verdicts
-from policies.inventory import Inventory
+from policies.inventory import Inventory, Pool
 from policies.view import PodView
 
+MEMO_LIMIT = 4096
 NO_DEVICES = "no ResourceSlice publishes devices for these nodes"
 
 
@@ -32,18 +33,25 @@ def pod_verdicts(view: PodView, inventory: Inventory, dra: DraInventory,
     """Each pool with every reason it cannot take the pod and all its claims together. The
     models `allowedModels` permits are judged on the pool's product label only when the pod
     also asks for extended GPU resources (a claim's models: gpu-model-not-allowed)."""
-    claims = tuple(u.claim for u in view.demand.claims)
     extended = any(c.gpu for c in view.demand.containers) or view.demand.fraction is not None
-    checked: dict[str, GroupVerdict] = {}
+    allowed = tuple(map(tuple, allowed_models)) if extended else ()
+    key = ("pod_verdicts", id(inventory), allowed)
+    if key not in view.memo:  # every policy with requireHardwareMatch asks the same
+        view.memo[key] = _pod_verdicts(view, inventory, dra, allowed)
+    found: list[PoolVerdict] = view.memo[key]
+    return found
+
+
+def _pod_verdicts(view: PodView, inventory: Inventory, dra: DraInventory,
+                  allowed: Sequence[Sequence[str]]) -> list[PoolVerdict]:
+    claims = tuple(u.claim for u in view.demand.claims)
     budget = Budget()
     out = []
-    for pool, verdict in pool_verdicts(view, inventory.pools,
-                                       allowed_models=allowed_models if extended else ()):
+    for pool, verdict in pool_verdicts(view, inventory.pools, allowed_models=allowed):
         if pool is None:
             out.append(verdict)
             continue
-        groups = {g.name: g for n in pool.node_names if (g := dra.group_of(n)) is not None}
-        found = [_checked(claims, g, dra, checked, budget) for g in groups.values()]
+        found = [_checked(claims, g, dra, budget) for g in _groups(pool, dra)]
         if not found:
             reasons: tuple[str, ...] = (NO_DEVICES,)
         elif any(g.fits for g in found):
@@ -60,9 +68,31 @@ def claim_verdicts(claim: Claim, dra: DraInventory) -> list[GroupVerdict]:
     return [check_group((claim,), g, dra, budget) for g in dra.groups]
 
 
+def _groups(pool: Pool, dra: DraInventory) -> tuple[NodeGroup, ...]:
+    """The DRA node groups of a pool's nodes, looked up once per pool object."""
+    key = ("groups", id(pool))
+    entry = dra.memo.get(key)
+    if entry is None or entry[0] is not pool:
+        groups = {g.name: g for n in pool.node_names if (g := dra.group_of(n)) is not None}
+        entry = dra.memo[key] = (pool, tuple(groups.values()))
+    found: tuple[NodeGroup, ...] = entry[1]
+    return found
+
+
 def _checked(claims: tuple[Claim, ...], group: NodeGroup, dra: DraInventory,
-             checked: dict[str, GroupVerdict], budget: Budget) -> GroupVerdict:
-    found = checked.get(group.name)
-    if found is None:
-        found = checked[group.name] = check_group(claims, group, dra, budget)
+             budget: Budget) -> GroupVerdict:
+    """A group's verdict on these claims, kept while the inventory lasts: the webhook's
+    claims are parsed once, so the same objects come back pod after pod."""
+    key = ("checked", group.name, tuple(map(id, claims)))
+    entry = dra.memo.get(key)
+    if entry is not None and all(a is b for a, b in zip(entry[0], claims, strict=True)):
+        found: GroupVerdict = entry[1]
+        return found
+    if len(dra.memo) >= MEMO_LIMIT:
+        # list() copies the keys in one step: other threads may be adding meanwhile.
+        for stale in [k for k in list(dra.memo) if k[0] == "checked"]:
+            dra.memo.pop(stale, None)
+    found = check_group(claims, group, dra, budget)
+    if not found.undecided:  # a verdict cut short by the budget is not worth keeping
+        dra.memo[key] = (claims, found)
     return found

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from policies.dra.claims import Demand
@@ -29,6 +29,9 @@ class PodView:
     # The pod-level fields this kind has here; without tolerations the pod template lives
     # elsewhere (a Kubeflow Trainer runtime) and its scheduling constraints are unknown.
     pod_fields: frozenset[str] = POD_FIELDS
+    # Answers several policies' rules share within one review (the pool verdicts of the
+    # pod with its claims): worked out once per view.
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def at(self, *parts: str | int) -> FieldPath:
         return (*self.prefix, *parts)
