@@ -210,15 +210,16 @@ class _Check:
         need = request.count
         asks = f"the claim asks for {need}"
         if len(by_class) < need:
-            alt.reason = f"{label}{devices_text(len(by_class))} match {'class ' + cls.name}, {asks}"
+            alt.reason = f"{label}{_match(len(by_class))} {'class ' + cls.name}, {asks}"
         elif len(by_selector) < need:
-            alt.reason = f"{label}{devices_text(len(by_selector))} match {what}, {asks}"
+            alt.reason = f"{label}{_match(len(by_selector))} {what}, {asks}"
         elif len(by_capacity) < need:
-            alt.reason = (f"{label}{devices_text(len(by_capacity))} match {what} and have the "
+            alt.reason = (f"{label}{_match(len(by_capacity))} {what} and "
+                          f"{'has' if len(by_capacity) == 1 else 'have'} the "
                           f"capacity requested ({_amounts(request.capacity)}), {asks}")
         elif len(tolerated) < need:
             taint = _first_taint(self.flat, by_capacity, request)
-            alt.reason = (f"{label}{devices_text(len(tolerated))} match {what} without a taint "
+            alt.reason = (f"{label}{_match(len(tolerated))} {what} without a taint "
                           f"the request does not tolerate ({taint}), {asks}")
         return alt
 
@@ -256,6 +257,10 @@ class _Check:
             if not outcome.matches:
                 return False
         return True
+
+
+def _match(n: int) -> str:
+    return f"{devices_text(n)} {'matches' if n == 1 else 'match'}"
 
 
 def _quote(expression: str) -> str:

@@ -4,7 +4,7 @@ not exist, and whether the claim asks for GPUs (which makes its pod a GPU pod)."
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -174,3 +174,16 @@ def _class_has(class_name: str, field: str, qualified: str, inventory: DraInvent
             for group in inventory.groups for _pool, device in group.devices())
     found: bool = inventory.memo[key]
     return found
+
+
+def devices_of(demands: Iterable[Demand], kind: GpuKind, request: str = "") -> int:
+    """Devices of `kind` the requests may be given (only request `request`'s, when named):
+    one `firstAvailable` alternative is allocated per request, so a request counts as its
+    largest alternative of that kind."""
+    most: dict[str, int] = {}
+    for demand in demands:
+        slot = demand.request.name.partition("/")[0]
+        if demand.kind == kind and (not request or slot == request
+                                    or demand.request.name == request):
+            most[slot] = max(most.get(slot, 0), demand.count)
+    return sum(most.values())

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policies.dra.claims import Demand, GpuKind, gpu_demand
+from policies.dra.claims import Demand, GpuKind, devices_of, gpu_demand
 from policies.dra.objects import Claim
 from policies.dra.pools import DraInventory
 from policies.paths import FieldPath
@@ -32,9 +32,7 @@ class ClaimUse:
 
     def devices(self, kind: GpuKind, request: str = "") -> int:
         """Devices of `kind` the claim gives (only request `request`'s, when named)."""
-        return sum(d.count for d in self.demands if d.kind == kind and (
-            not request or d.request.name == request
-            or d.request.name.startswith(f"{request}/")))
+        return devices_of(self.demands, kind, request)
 
 
 def claim_uses(spec: Mapping[str, Any], prefix: FieldPath, namespace: str, claims: Claims,

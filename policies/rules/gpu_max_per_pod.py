@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from policies.context import Context
 from policies.decision import Finding
+from policies.dra.claims import devices_of
 from policies.dra.demand import devices
 from policies.model import GPUPolicy
 from policies.resources import WHOLE_DEVICE
@@ -45,7 +46,7 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
 
 def check_claim(view: ClaimView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     limit = policy.spec.rules.max_gpus_per_pod
-    total = sum(d.count for d in view.demands if d.kind == "gpu")
+    total = devices_of(view.demands, "gpu")
     if limit is not None and total > limit:
         yield Finding(ID, f"the claim asks for {total} GPUs; a pod may hold at most {limit}, "
                       "so no pod here can use it", (*view.claim.base, "devices", "requests"))

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from policies.context import Context
 from policies.decision import Finding
+from policies.dra.claims import devices_of
 from policies.dra.demand import devices
 from policies.model import GPUPolicy
 from policies.resources import mig_profile
@@ -39,7 +40,7 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
 
 def check_claim(view: ClaimView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     mig = policy.spec.rules.mig
-    total = sum(d.count for d in view.demands if d.kind == "mig")
+    total = devices_of(view.demands, "mig")
     if mig is not None and mig.max_instances_per_pod is not None \
             and total > mig.max_instances_per_pod:
         yield Finding(ID, f"the claim asks for {total} MIG instances; a pod may hold at most "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -110,3 +111,68 @@ def test_mutated_real_objects_never_raise(which: int, edits: list[tuple[int, Any
     classes = [d for d in docs if not (isinstance(d, dict) and d.get("kind") == "ResourceSlice")]
     inventory = DraInventory.build(slices, classes, {"rack1-node-a": {"rack": "r1"}})
     check([parse_claim(claim), parse_claim(REAL_CLAIMS[0])], inventory)
+
+
+ENGINE_POLICY = """
+apiVersion: gpupolicy.io/v1alpha1
+kind: GPUPolicy
+metadata: {name: every-dra-rule}
+spec:
+  inject: {tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]}
+  rules:
+    requireHardwareMatch: true
+    maxGPUsPerPod: 4
+    maxGPUsPerContainer: 2
+    allowedModels: [NVIDIA-H100-80GB-HBM3]
+    mig: {allowedProfiles: [1g.5gb], maxInstancesPerPod: 2}
+    dra: {allowedDeviceClasses: ["gpu.*"]}
+"""
+
+
+@functools.cache
+def _engine_context() -> Any:
+    from policies.context import Context
+    from policies.inventory import Inventory
+    from policies.loading import parse_policies
+    from webhook.inputs.sources import load_catalog
+
+    catalog = load_catalog()
+    nodes = [{"kind": "Node", "metadata": {"name": n, "labels": {"rack": "r1"}}}
+             for n in ("h100-node-1", "a100-node-2", "h100-node-8", "rack1-node-a")]
+    slices = [d for d in REAL if d.get("kind") == "ResourceSlice"]
+    classes = [d for d in REAL if d.get("kind") == "DeviceClass"]
+    dra = DraInventory.build(slices, classes, {n["metadata"]["name"]: {} for n in nodes})
+    return Context(parse_policies(ENGINE_POLICY, "fuzz"), catalog,
+                   Inventory.from_nodes(nodes, catalog, dra))
+
+
+@pytest.mark.fuzz
+@given(st.integers(0, 10_000), JSON, st.sampled_from(["ResourceClaim", "ResourceClaimTemplate"]),
+       JSON)
+def test_review_of_hostile_claims_and_their_pods(edit: int, value: Any, kind: str,
+                                                 container_claims: Any) -> None:
+    """A claim object with junk anywhere, reviewed on its own and as the claim of a pod whose
+    containers list anything in resources.claims: review() and explain() never raise, and a
+    violation always has a message and a printable path."""
+    from dataclasses import replace
+
+    from policies.engine import explain, review
+
+    claim = _mutate(REAL_CLAIMS[0], edit, value)
+    if kind == "ResourceClaimTemplate":
+        claim = {"kind": kind, "metadata": {"name": "c"}, "spec": {"spec": claim.get("spec")
+                                                                   if isinstance(claim, dict)
+                                                                   else claim}}
+    obj = {**claim, "apiVersion": "resource.k8s.io/v1", "kind": kind} if isinstance(claim, dict) \
+        else {"apiVersion": "resource.k8s.io/v1", "kind": kind, "spec": claim}
+    context = _engine_context()
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {
+        "resourceClaims": [{"name": "c", ("resourceClaimName" if kind == "ResourceClaim" else
+                                          "resourceClaimTemplateName"): "c"}],
+        "containers": [{"name": "m", "resources": {"claims": container_claims}}]}}
+    with_claim = replace(context, claims={(kind, "default", "c"): parse_claim(obj)})
+    for target, ctx in ((obj, context), (pod, with_claim)):
+        decision = review(target, ctx)
+        for v in decision.violations:
+            assert v.message and isinstance(v.field, str)
+        explain(target, ctx)
