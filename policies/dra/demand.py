@@ -81,3 +81,10 @@ def container_devices(container: Mapping[str, Any], uses: Iterable[ClaimUse],
         request = entry.get("request")
         total += use.devices(kind, request if isinstance(request, str) else "")
     return total
+
+
+def claims_gpu(container: Mapping[str, Any], uses: Iterable[ClaimUse]) -> bool:
+    """The container is given GPUs or MIG devices by a claim it lists in resources.claims."""
+    uses = tuple(uses)
+    return bool(uses) and (container_devices(container, uses, "gpu") > 0
+                           or container_devices(container, uses, "mig") > 0)

@@ -3,7 +3,8 @@ to devices (`all`, indexes, UUIDs): on a node whose default runtime is NVIDIA's 
 GPUs that the device plugin gave to other pods. Ephemeral (debug) containers too.
 
 FAIL: no GPU resource and env `NVIDIA_VISIBLE_DEVICES=all`
-PASS: `NVIDIA_VISIBLE_DEVICES=none`; a container that requests `nvidia.com/gpu`
+PASS: `NVIDIA_VISIBLE_DEVICES=none`; a container that requests `nvidia.com/gpu` or lists a
+  GPU ResourceClaim in `resources.claims`
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from policies.context import Context
 from policies.decision import Finding
 from policies.display import shown
+from policies.dra.demand import claims_gpu
 from policies.model import GPUPolicy
 from policies.view import PodView
 
@@ -26,7 +28,7 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     if not policy.spec.rules.deny_visible_devices_bypass:
         return
     for container in view.demand.containers:
-        if container.gpu:
+        if container.gpu or claims_gpu(container.spec, view.demand.claims):
             continue
         env = container.spec.get("env")
         for index, var in enumerate(env if isinstance(env, list) else ()):
