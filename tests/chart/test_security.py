@@ -39,6 +39,29 @@ def test_server_role_is_only_what_serve_watches() -> None:
     assert _grants(role) == dict.fromkeys(WATCHED, watch)
 
 
+WATCH, LIST = ["get", "list", "watch"], ["list"]
+
+
+@pytest.mark.parametrize(
+    ("role", "resource", "verbs"),
+    [
+        ("rel-gpupolicy", "resourceslices", WATCH),
+        ("rel-gpupolicy", "deviceclasses", WATCH),
+        ("rel-gpupolicy", "resourceclaims", WATCH),  # what pods' spec.resourceClaims name
+        ("rel-gpupolicy", "resourceclaimtemplates", WATCH),
+        ("rel-gpupolicy-audit", "resourceslices", LIST),
+        ("rel-gpupolicy-audit", "deviceclasses", LIST),
+        ("rel-gpupolicy-audit", "resourceclaims", LIST),
+        ("rel-gpupolicy-audit", "resourceclaimtemplates", LIST),
+    ],
+)
+def test_dra_objects_are_read_and_never_written(role: str, resource: str,
+                                                verbs: list[str]) -> None:
+    found = _named(render(), "ClusterRole", role)
+    assert found is not None
+    assert _grants(found)[("resource.k8s.io", resource)] == verbs
+
+
 def _audit_reads() -> set[tuple[str, str]]:
     """(group, resource) of every list `gpupolicy audit` makes (webhook/cluster/listing.py)."""
     reads = {KIND_RESOURCES[f"{api.rpartition('/')[0]}/{kind}"] for kind, api, _, _ in BUILT_IN}

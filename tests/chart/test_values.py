@@ -41,6 +41,12 @@ BUNDLED = Path(__file__).resolve().parents[2] / "policies" / "defaults"
         (("--set", "rbac.audit.subjects[0].name=x"), "missing property 'kind'"),
         (("--set", "shutdown.preStopSecond=5"), "'preStopSecond' not allowed"),
         (("--set", "webhooks.workloadKinds[0].podSpecPaths[0]=spec..template"), "pattern"),
+        (("--set", "webhooks.gpuDeviceClass[0]=gpu.*"), "'gpuDeviceClass' not allowed"),
+        (("--set-json", "webhooks.gpuDeviceClasses=[]"), "minItems"),
+        (("--set", "webhooks.gpuDeviceClasses[0]=GPU.example.com"), "does not match pattern"),
+        (("--set", "webhooks.gpuDeviceClasses[0]=gpu.(nvidia|amd).com"), "does not match pattern"),
+        (("--set", "webhooks.validate.claim=false"), "'claim' not allowed"),
+        (("--set", "webhooks.validate.claims=no"), "got string, want boolean"),
         # A typo inside a policy fails at install, not as a crash-looping server.
         (("--set", "policies.gpu-defaults.rules.maxGPUsPerPd=3"), "'maxGPUsPerPd' not allowed"),
         (("--set", "policies.gpu-defaults.mode=Enforcing"), "must be one of"),

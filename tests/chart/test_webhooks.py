@@ -85,7 +85,8 @@ def test_template_mutation_covers_every_workload_kind() -> None:
     covered = _covered(webhooks(render("templates-mutation"), MUTATING), ["CREATE"])
     assert set(KIND_RESOURCES.values()) | {("", "pods")} <= covered
     assert list(webhooks(render("templates-mutation"), VALIDATING)) == [
-        "pods.validate.gpupolicy.io", "pods-ephemeral.validate.gpupolicy.io"]
+        "pods.validate.gpupolicy.io", "pods-ephemeral.validate.gpupolicy.io",
+        "claims.validate.gpupolicy.io"]
 
 
 def _dot(location: tuple[str, ...]) -> str:
@@ -156,6 +157,8 @@ def test_match_conditions_switch(values: str, extra: tuple[str, ...], present: b
         if present:
             expected = (["gpu-related"] if kind == MUTATING
                         else ["gpu-related-debug-container"] if "ephemeral" in hook["name"]
+                        else ["gpu-related", "spec-changed", "not-generated-for-a-pod"]
+                        if hook["name"] == "claims.validate.gpupolicy.io"
                         else ["gpu-related", "spec-changed"])
             assert [c["name"] for c in hook["matchConditions"]] == expected
 

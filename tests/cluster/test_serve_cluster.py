@@ -59,3 +59,47 @@ def test_serve_waits_for_the_cluster_then_judges_with_its_policies(tmp_path):
     finally:
         server.stop()
         api.stop()
+
+
+def _claims_pod() -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                     "containers": [{"name": "c", "image": "cuda",
+                                     "resources": {"claims": [{"name": "gpu"}]}}]}}
+
+
+def test_serve_resolves_a_pods_claim_template_from_the_cluster(tmp_path):
+    """The bundled policy tolerates GPU pods: a pod whose template asks for a GPU is one, as
+    soon as the template is in the cluster and no longer once it is gone."""
+    import base64
+    import json
+
+    from tests.cluster.test_claims import template
+
+    api = FakeAPIServer().start()
+    config = api.kubeconfig(str(tmp_path / "kubeconfig"))
+    api.add(namespace("ml"))
+    api.add(node("gpu-1", gpus=8))
+    # A 1.34+ cluster serves resource.k8s.io/v1 even with no claim yet (without it, the
+    # caches are empty and look again only every 30 s).
+    api.install("resource.k8s.io/v1", "ResourceClaim")
+    api.install("resource.k8s.io/v1", "ResourceClaimTemplate")
+    server = harness.start(["--kubeconfig", config, "--workers", "1"], tmp_path)
+
+    def tolerated() -> bool:
+        reply = server.post("/mutate", harness.envelope(
+            harness.make_request(_claims_pod(), namespace="ml")))
+        patch = reply.json["response"].get("patch")
+        ops = json.loads(base64.b64decode(patch)) if patch else []
+        return any(op["path"] == "/spec/tolerations" for op in ops)
+
+    try:
+        wait_for(lambda: server.request("GET", "/readyz").status == 200, timeout=30)
+        assert not tolerated()
+        api.add(template("one-gpu"))
+        wait_for(tolerated, timeout=15)
+        api.delete(template("one-gpu"))
+        wait_for(lambda: not tolerated(), timeout=15)
+    finally:
+        server.stop()
+        api.stop()

@@ -20,6 +20,7 @@ from policies.paths import FieldPath
 from policies.workloads import WORKLOAD_KINDS, KindTable, locations_for, unlisted_pod_template
 from webhook.cluster.client import ClusterError, api_client, list_all
 from webhook.cluster.watch import (
+    CLAIM_RESOURCES,
     DRA_GROUP,
     DRA_VERSION,
     GROUP,
@@ -134,12 +135,15 @@ class LiveSource:
         for obj in self._everything(core.list_node, "nodes"):
             found.add({**node_facts(obj), "kind": "Node"})
         custom = k8s.CustomObjectsApi(self.api)
-        # 404: the CRD (or resource.k8s.io/v1, before 1.34) is not there: none of that kind
+        # 404: the CRD (or resource.k8s.io/v1, before 1.34) is not there: none of that kind.
+        # ResourceClaims and templates: what the pods' spec.resourceClaims name (DRA demand).
         for group, version, plural, kind in ((GROUP, VERSION, PLURAL, "GPUPolicy"),
                                              (DRA_GROUP, DRA_VERSION, "resourceslices",
                                               "ResourceSlice"),
                                              (DRA_GROUP, DRA_VERSION, "deviceclasses",
-                                              "DeviceClass")):
+                                              "DeviceClass"),
+                                             *((DRA_GROUP, DRA_VERSION, plural, kind)
+                                               for plural, kind in CLAIM_RESOURCES)):
             func = functools.partial(custom.list_cluster_custom_object, group, version, plural)
             try:
                 for page in self._all(func):

@@ -1,10 +1,17 @@
-"""`serve` in a cluster: Namespace, Node and GPUPolicy watch caches feeding webhook.state.State.
+"""`serve` in a cluster: Namespace, Node, GPUPolicy and DRA watch caches feeding
+webhook.inputs.state.State.
 
 - Namespaces become the label map of the Context, Nodes the Inventory (rebuilt at most every
   `debounce` seconds; only scheduling facts are kept, so status heartbeats change nothing).
 - GPUPolicy custom resources are validated one by one: a bad one is logged, counted and
   skipped, never fatal. They are merged with the policies from files; a resource whose name
   a file already uses is skipped and reported the same way (the file wins).
+- DRA (resource.k8s.io/v1, optional: a cluster without the API has none): ResourceSlices and
+  DeviceClasses join the Inventory; ResourceClaims and ResourceClaimTemplates, each parsed once
+  on arrival, become Context.claims, which a pod's spec.resourceClaims resolve against. Only the
+  parsed claim is kept, and claims generated for one pod from a template are not kept at all
+  (a pod spec names the template, never them), so status updates and per-pod claims cost no
+  memory and publish nothing.
 - The State is told once every cache has finished its first full list, so /readyz stays 503
   until then. When the API server goes away the last good state keeps serving and
   `gpupolicy_cluster_cache_stale_seconds` (and a log line) say for how long.
@@ -26,7 +33,7 @@ from policies.dra.parse_slices import parse_device_class, parse_slice
 from policies.inventory import Inventory
 from policies.model import GPUPolicy
 from webhook.cluster.client import ClusterError, WatchCache, WatchSettings, api_client, in_cluster
-from webhook.inputs.sources import Invalid, gpupolicy, inventory_of
+from webhook.inputs.sources import Invalid, claim_entry, gpupolicy, inventory_of
 
 log = logging.getLogger("gpupolicy.cluster")
 
@@ -34,11 +41,17 @@ GROUP, VERSION, PLURAL = "gpupolicy.io", "v1alpha1", "gpupolicies"
 DRA_GROUP, DRA_VERSION = "resource.k8s.io", "v1"  # GA since Kubernetes 1.34
 # (API group, resource) of everything serve watches: the chart's ClusterRole grants exactly this.
 WATCHED = (("", "namespaces"), ("", "nodes"), (GROUP, PLURAL),
-           (DRA_GROUP, "resourceslices"), (DRA_GROUP, "deviceclasses"))
+           (DRA_GROUP, "resourceslices"), (DRA_GROUP, "deviceclasses"),
+           (DRA_GROUP, "resourceclaims"), (DRA_GROUP, "resourceclaimtemplates"))
+# The namespaced DRA objects pods name in spec.resourceClaims: (plural, kind).
+CLAIM_RESOURCES = (("resourceclaims", "ResourceClaim"),
+                   ("resourceclaimtemplates", "ResourceClaimTemplate"))
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", metavar="FILE",
-                        help="watch Namespaces, Nodes and GPUPolicies of this cluster "
+                        help="watch Namespaces, Nodes, GPUPolicies and DRA objects "
+                             "(ResourceSlices, DeviceClasses, ResourceClaims and templates) "
+                             "of this cluster "
                              "(in a pod, the in-cluster config is used without it)")
 
 
@@ -104,7 +117,14 @@ class ClusterSources:
             "deviceclasses", functools.partial(custom.list_cluster_custom_object, DRA_GROUP,
                                                DRA_VERSION, "deviceclasses"),
             parse_device_class, optional=True)
-        self.caches = (self.namespaces, self.nodes, self.policies, self.slices, self.classes)
+        # The claims and templates pods name, across all namespaces: (key, Claim) pairs.
+        self.claims = tuple(
+            cache(plural, functools.partial(custom.list_cluster_custom_object, DRA_GROUP,
+                                            DRA_VERSION, plural),
+                  functools.partial(claim_entry, kind=kind), optional=True)
+            for plural, kind in CLAIM_RESOURCES)
+        self.caches = (self.namespaces, self.nodes, self.policies, self.slices, self.classes,
+                       *self.claims)
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -186,10 +206,13 @@ class ClusterSources:
             return
         with self._changed_lock:
             changed, self._changed = self._changed, set()
-        first = not self.state.loaded >= {"namespaces", "inventory", "cluster_policies"}
+        first = not self.state.loaded >= {"namespaces", "inventory", "cluster_policies",
+                                          "claims"}
         parts: dict[str, Any] = {}
         if first or "namespaces" in changed:
             parts["namespaces"] = self.namespaces.snapshot()
+        if first or changed & {plural for plural, _ in CLAIM_RESOURCES}:
+            parts["claims"] = dict(entry for c in self.claims for entry in c.snapshot().values())
         if first or changed & {"nodes", "resourceslices", "deviceclasses"}:
             nodes = self.nodes.snapshot()
             if nodes:
@@ -241,7 +264,7 @@ def from_args(args: argparse.Namespace, state: Any,
         return None
     sources = ClusterSources(state, api_client(getattr(args, "kubeconfig", None)),
                              settings=settings)
-    state.expect("namespaces", "inventory", "cluster_policies")
+    state.expect("namespaces", "inventory", "cluster_policies", "claims")
     return sources
 
 

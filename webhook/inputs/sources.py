@@ -235,6 +235,44 @@ def excluded_namespaces(given: Sequence[str] | None, own: str | None = None) -> 
     return DEFAULT_EXCLUDED_NAMESPACES | ({own} if own else set())
 
 
+# ---- DRA claims -----------------------------------------------------------------------------
+
+CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
+ClaimKey = tuple[str, str, str]  # (kind, namespace, name): how Context.claims is keyed
+# What the resource claim controller puts on the claim it makes from a template for one pod
+# (and the scheduler on the claim behind a DRA-served extended resource): a pod spec names
+# the template, never these claims.
+_GENERATED = ("resource.kubernetes.io/pod-claim-name",
+              "resource.kubernetes.io/extended-resource-name")
+
+
+def claim_entry(obj: Mapping[str, Any], kind: str | None = None) -> tuple[ClaimKey, Claim] | None:
+    """The Context.claims key and parsed value of a ResourceClaim or ResourceClaimTemplate,
+    `kind` given for list items (which come without one). None for an object without a name
+    and for a claim generated for one pod: no pod spec can name it, so nothing keeps it."""
+    kind = kind or str(obj.get("kind"))
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    name, namespace = meta.get("name"), meta.get("namespace") or "default"
+    if kind not in CLAIM_KINDS or not isinstance(name, str) or not isinstance(namespace, str):
+        return None
+    if kind == "ResourceClaim" and generated_for_pod(meta):
+        return None
+    return (kind, namespace, name), parse_claim({**obj, "kind": kind})
+
+
+def generated_for_pod(meta: Mapping[str, Any]) -> bool:
+    """A claim controlled by a Pod and marked as made for it (from a template, or for an
+    extended resource a DRA driver serves)."""
+    annotations = meta.get("annotations")
+    owners = meta.get("ownerReferences")
+    if not isinstance(annotations, dict) or not isinstance(owners, list):
+        return False
+    return any(a in annotations for a in _GENERATED) and any(
+        isinstance(o, dict) and o.get("kind") == "Pod" and o.get("controller") is True
+        for o in owners)
+
+
 @dataclass
 class ClusterObjects:
     """The cluster-describing objects found among a door's inputs (or listed from a cluster)."""
@@ -246,7 +284,7 @@ class ClusterObjects:
     slices: list[dict[str, Any]] = field(default_factory=list)  # DRA ResourceSlices
     classes: list[dict[str, Any]] = field(default_factory=list)  # DRA DeviceClasses
     # ResourceClaims and ResourceClaimTemplates by (kind, namespace, name), for pods' claims
-    claims: dict[tuple[str, str, str], Claim] = field(default_factory=dict)
+    claims: dict[ClaimKey, Claim] = field(default_factory=dict)
 
     def add(self, obj: Mapping[str, Any]) -> None:
         kind = obj.get("kind")
@@ -258,12 +296,10 @@ class ClusterObjects:
             self.slices.append(dict(obj))
         elif kind == "DeviceClass":
             self.classes.append(dict(obj))
-        elif kind in ("ResourceClaim", "ResourceClaimTemplate"):
-            meta = obj.get("metadata")
-            meta = meta if isinstance(meta, dict) else {}
-            name, namespace = meta.get("name"), meta.get("namespace") or "default"
-            if isinstance(name, str):
-                self.claims[(str(kind), str(namespace), name)] = parse_claim(obj)
+        elif kind in CLAIM_KINDS:
+            entry = claim_entry(obj)
+            if entry is not None:
+                self.claims[entry[0]] = entry[1]
         elif kind == "GPUPolicy":
             checked = gpupolicy(obj)
             if isinstance(checked, Invalid):

@@ -103,3 +103,34 @@ matchConditions:
   - name: gpu-related-debug-container
     expression: {{ printf "has(object.spec) && has(object.spec.ephemeralContainers) && object.spec.ephemeralContainers.exists(c, %s)" (include "gpupolicy.cel.container" (dict "c" "c" "root" .)) | quote }}
 {{- end -}}
+
+{{/*
+DRA claims (webhooks.validate.claims): a ResourceClaim (spec.devices) or ResourceClaimTemplate
+(spec.spec.devices) is GPU-related when a request names a device class matching
+webhooks.gpuDeviceClasses (globs, made into one anchored RE2): v1 `exactly.deviceClassName`,
+any `firstAvailable[].deviceClassName`, or v1beta1's flat `deviceClassName`. Every step is
+guarded with has(), so a claim missing any of it is simply not sent.
+*/}}
+{{- define "gpupolicy.cel.deviceClassRegex" -}}
+{{- $alts := list -}}
+{{- range .Values.webhooks.gpuDeviceClasses -}}
+{{- $alts = append $alts (regexQuoteMeta . | replace "\\*" ".*") -}}
+{{- end -}}
+{{- printf "r'^(%s)$'" (join "|" $alts) -}}
+{{- end -}}
+
+{{- define "gpupolicy.matchConditions.claims" -}}
+{{- $devices := "[has(object.spec.devices) ? object.spec.devices : {}, has(object.spec.spec) && has(object.spec.spec.devices) ? object.spec.spec.devices : {}]" -}}
+{{- $requests := "(has(r.firstAvailable) ? r.firstAvailable : []) + [has(r.exactly) ? r.exactly : {}, r]" -}}
+matchConditions:
+  - name: gpu-related
+    expression: {{ printf "has(object.spec) && %s.exists(d, has(d.requests) && d.requests.exists(r, (%s).exists(q, has(q.deviceClassName) && q.deviceClassName.matches(%s))))" $devices $requests (include "gpupolicy.cel.deviceClassRegex" .) | quote }}
+  # Claims and templates cannot change their spec: an UPDATE (labels, finalizers) has
+  # nothing to re-check.
+  - name: spec-changed
+    expression: "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"
+  # The claim the resource claim controller makes for one pod from a template: the template
+  # was checked when it was written, and the pod when it was created.
+  - name: not-generated-for-a-pod
+    expression: "!has(object.metadata) || !has(object.metadata.annotations) || !('resource.kubernetes.io/pod-claim-name' in object.metadata.annotations) || !has(object.metadata.ownerReferences) || !object.metadata.ownerReferences.exists(o, has(o.kind) && o.kind == 'Pod' && has(o.controller) && o.controller == true)"
+{{- end -}}

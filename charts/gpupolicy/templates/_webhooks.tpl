@@ -121,6 +121,23 @@ webhooks:
     {{- if $mc }}
     {{- include "gpupolicy.matchConditions.ephemeral" . | nindent 4 }}
     {{- end }}
+  {{- if .Values.webhooks.validate.claims }}
+  # DRA claims are validated, never mutated (no policy injects into a claim): the mutating
+  # configuration has no rule for them.
+  - name: claims.validate.gpupolicy.io
+    {{- include "gpupolicy.webhookCommon" . | nindent 4 }}
+    failurePolicy: {{ .Values.webhooks.validate.failurePolicy }}
+    {{- include "gpupolicy.clientConfig" (dict "root" . "path" "/validate" "certs" $certs) | nindent 4 }}
+    rules:
+      - apiGroups: ["resource.k8s.io"]
+        apiVersions: ["*"]
+        resources: ["resourceclaims", "resourceclaimtemplates"]
+        operations: ["CREATE", "UPDATE"]
+        scope: Namespaced
+    {{- if $mc }}
+    {{- include "gpupolicy.matchConditions.claims" . | nindent 4 }}
+    {{- end }}
+  {{- end }}
   {{- if .Values.webhooks.validate.workloads }}
   {{- range .Values.webhooks.workloadKinds }}
   {{- include "gpupolicy.workloadWebhook" (dict "root" $root "certs" $certs "kind" . "verb" "validate" "operations" (list "CREATE" "UPDATE") "failurePolicy" $root.Values.webhooks.validate.failurePolicy "matchConditions" $mc) | nindent 2 }}
