@@ -37,7 +37,7 @@ class Doors:
         self.context = context
         state = State(context.catalog, excluded_namespaces=context.excluded_namespaces)
         state.update(policies=context.policies, namespaces=context.namespaces,
-                     inventory=context.inventory)
+                     inventory=context.inventory, claims=context.claims)
         self.client = create_app(state).test_client()
 
     def review(self, obj: dict[str, Any], namespace: str) -> tuple[bool, set[str]]:
