@@ -43,6 +43,10 @@ LabelKey = Annotated[str, _rule(names.qualified_name, "label key")]
 LabelValue = Annotated[str, _rule(names.label_value, "label value")]
 TaintKey = Annotated[str, _rule(names.taint_key, "taint key")]
 ObjectName = Annotated[str, _rule(names.dns_subdomain, "name (a lowercase DNS subdomain)")]
+# A DeviceClass name with `*` and `?` wildcards: a glob that can match some class.
+ClassGlob = Annotated[str, _rule(
+    lambda g: names.dns_subdomain(g.replace("*", "a").replace("?", "a")),
+    "DeviceClass name glob (a lowercase DNS subdomain; * and ? match any characters)")]
 
 
 def _values_for(
@@ -181,7 +185,7 @@ class SharedRules(Strict):
 
 class DraRules(Strict):
     # Globs (fnmatch) over DeviceClass names a GPU request of a ResourceClaim may name.
-    allowed_device_classes: tuple[str, ...] | None = None
+    allowed_device_classes: tuple[ClassGlob, ...] | None = None
 
 
 class Rules(Strict):

@@ -208,6 +208,30 @@ def test_what_the_apiserver_accepts_is_accepted(fragment: str) -> None:
     assert policy.name == "p"
 
 
+CLASS_GLOBS = [
+    ("[gpu.nvidia.com, mig.nvidia.com]", None),
+    ("['*.nvidia.com', 'gpu.?.example.com', '*']", None),
+    ("[GPU.nvidia.com]", "'GPU.nvidia.com' is not a valid DeviceClass name glob"),
+    ("['gpu nvidia']", "'gpu nvidia' is not a valid DeviceClass name glob"),
+    ("['']", "is empty"),
+    ("gpu.nvidia.com", "Input should be a valid tuple"),
+]
+
+
+@pytest.mark.parametrize(("globs", "problem"), CLASS_GLOBS)
+def test_allowed_device_class_globs(globs: str, problem: str | None) -> None:
+    text = HEAD + f"spec:\n  rules:\n    dra: {{allowedDeviceClasses: {globs}}}\n"
+    if problem is None:
+        (policy,) = parse_policies(text, "x.yaml")
+        assert policy.spec.rules.dra is not None
+        return
+    with pytest.raises(PolicyLoadError) as caught:
+        parse_policies(text, "x.yaml")
+    [found] = caught.value.problems
+    assert found.path.startswith("spec.rules.dra.allowedDeviceClasses"), found.path
+    assert problem in found.message, found.message
+
+
 def test_the_issue_file_reports_every_problem_in_one_run() -> None:
     """Issue 13 item 5: four injections the apiserver refuses, all reported at once, in file
     order, each with line, column and field path."""
