@@ -9,7 +9,7 @@ but pod templates inside custom resources (Kubeflow, Ray, KServe...) and manifes
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from policies.display import path_key, shown, type_name
@@ -55,52 +55,77 @@ POD_SPEC = ("object", {
 _SCALARS = {"string": str, "label": str, "integer": int, "boolean": bool}
 
 
-def problems(value: Any, schema: Schema, path: FieldPath) -> Iterator[tuple[FieldPath, str]]:
+def problems(value: Any, schema: Schema, path: FieldPath) -> list[tuple[FieldPath, str]]:
     """Every (path, message) where `value` breaks `schema`. Quantities are the quantity rule's.
-    The work is one visit of each value the schema names."""
+    The work is one visit of each value the schema names; a path is spelled out only for a
+    problem (this runs on every admission, and almost every spec has none)."""
+    out: list[tuple[Any, str]] = []
+    _visit(value, schema, (path, ()), out)
+    return [(_spelled(link), message) for link, message in out]
+
+
+# A path under construction: (parent link, key), the root being (prefix, ()).
+_Link = tuple[Any, Any]
+
+
+def _spelled(link: _Link) -> FieldPath:
+    keys: list[Any] = []
+    while link[1] != ():
+        link, key = link
+        keys.append(key)
+    return (*link[0], *reversed(keys))
+
+
+def _visit(value: Any, schema: Schema, link: _Link, out: list[tuple[Any, str]]) -> None:
     if isinstance(schema, str):
-        yield from _scalar(value, schema, path)
+        if schema != "quantity" and not _fits(value, schema):
+            out.append((link, _scalar_message(value, schema)))
         return
     kind, inner = schema
     if kind == "object":
         if not isinstance(value, dict):
-            yield path, f"must be an object, got {type_name(value)}"
+            out.append((link, f"must be an object, got {type_name(value)}"))
             return
         for field, sub in inner.items():
             child = value.get(field)
-            if child is not None:
-                yield from problems(child, sub, (*path, field))
+            if child is None:
+                continue
+            if sub.__class__ is str:  # a leaf, checked here: most fields are
+                if sub != "quantity" and not _fits(child, sub):
+                    out.append(((link, field), _scalar_message(child, sub)))
+            else:
+                _visit(child, sub, (link, field), out)
     elif kind == "list":
         if not isinstance(value, list):
-            yield path, f"must be a list, got {type_name(value)}"
+            out.append((link, f"must be a list, got {type_name(value)}"))
             return
         for index, item in enumerate(value):
-            yield from problems(item, inner, (*path, index))
+            _visit(item, inner, (link, index), out)
     else:  # map
         if not isinstance(value, dict):
-            yield path, f"must be an object, got {type_name(value)}"
+            out.append((link, f"must be an object, got {type_name(value)}"))
             return
         for key, item in value.items():
             if not isinstance(key, str):
                 written = "" if key is None else f" {shown(key)}"
-                yield (*path, path_key(key)), f"keys must be strings, got {type_name(key)}{written}"
-            elif inner != "quantity":
-                yield from _scalar(item, inner, (*path, key))
+                out.append(((link, path_key(key)),
+                            f"keys must be strings, got {type_name(key)}{written}"))
+            elif inner != "quantity" and not _fits(item, inner):
+                out.append(((link, key), _scalar_message(item, inner)))
 
 
-def _scalar(value: Any, kind: str, path: FieldPath) -> Iterator[tuple[FieldPath, str]]:
-    if kind == "quantity":
-        return
-    wanted = _SCALARS[kind]
-    if isinstance(value, wanted) and (kind != "integer" or not isinstance(value, bool)):
-        return
+def _fits(value: Any, kind: str) -> bool:
+    return isinstance(value, _SCALARS[kind]) and (kind != "integer"
+                                                  or not isinstance(value, bool))
+
+
+def _scalar_message(value: Any, kind: str) -> str:
     if kind == "label" and isinstance(value, bool | int | float):
-        yield path, (f"must be a string, got {type_name(value)} {shown(value)}: label values "
-                     f"are strings, quote it (\"{shown(value)}\")")
-    elif value is None or isinstance(value, dict | list):
-        yield path, f"must be {_ARTICLE[kind]}, got {type_name(value)}"
-    else:
-        yield path, f"must be {_ARTICLE[kind]}, got {type_name(value)} {shown(value)}"
+        return (f"must be a string, got {type_name(value)} {shown(value)}: label values "
+                f"are strings, quote it (\"{shown(value)}\")")
+    if value is None or isinstance(value, dict | list):
+        return f"must be {_ARTICLE[kind]}, got {type_name(value)}"
+    return f"must be {_ARTICLE[kind]}, got {type_name(value)} {shown(value)}"
 
 
 _ARTICLE = {"string": "a string", "label": "a string", "integer": "an integer",
@@ -120,4 +145,4 @@ def absent_or(value: Any, schema: Schema) -> bool:
 
 
 def spec_problems(spec: Mapping[str, Any], prefix: FieldPath) -> list[tuple[FieldPath, str]]:
-    return list(problems(spec, POD_SPEC, prefix))
+    return problems(spec, POD_SPEC, prefix)

@@ -5,7 +5,7 @@ demand, so the pod is a GPU pod and the policies' injections apply to it (DESIGN
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,8 +83,9 @@ def container_devices(container: Mapping[str, Any], uses: Iterable[ClaimUse],
     return total
 
 
-def claims_gpu(container: Mapping[str, Any], uses: Iterable[ClaimUse]) -> bool:
+def claims_gpu(container: Mapping[str, Any], uses: Sequence[ClaimUse]) -> bool:
     """The container is given GPUs or MIG devices by a claim it lists in resources.claims."""
-    uses = tuple(uses)
-    return bool(uses) and (container_devices(container, uses, "gpu") > 0
+    if not uses:
+        return False
+    return (container_devices(container, uses, "gpu") > 0
                            or container_devices(container, uses, "mig") > 0)
