@@ -18,6 +18,7 @@ from policies.rules import (
     dra_admin_access_namespace,
     dra_allocation_all,
     dra_claim_invalid,
+    dra_claim_shared_by_replicas,
     dra_device_class_not_allowed,
     dra_device_class_unknown,
     dra_no_matching_device,
@@ -77,6 +78,8 @@ _MODULES: tuple[ModuleType, ...] = (
     shared_core_invalid,
     visible_devices_bypass,
     privileged_gpu_container,
+    dra_claim_invalid,
+    dra_claim_shared_by_replicas,
     gpu_no_matching_hardware,
     dra_no_matching_device,
 )

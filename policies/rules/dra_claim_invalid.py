@@ -1,25 +1,60 @@
 """dra-claim-invalid: fields of a ResourceClaim or template the API server would refuse
 (a request with both `exactly` and `firstAvailable`, an unknown allocationMode, a count over
-32, a malformed quantity...), each at its field path.
+32, a malformed quantity...), and a container's `resources.claims` entry that names no entry
+of the pod's `spec.resourceClaims` (refused too), each at its field path. An entry whose
+`request` is not a request of the claim is accepted, and the pod never starts: also reported.
 
-FAIL: `requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 64}}]`
-PASS: `count: 8`
+FAIL: `requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 64}}]`;
+  `resources.claims: [{name: gpus}]` in a pod whose resourceClaims name only `gpu`
+PASS: `count: 8`; `resources.claims: [{name: gpu, request: gpu}]`
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from policies.context import Context
 from policies.decision import Finding
+from policies.display import shown
 from policies.model import GPUPolicy
-from policies.view import ClaimView
+from policies.view import ClaimView, PodView
 
 ID = "dra-claim-invalid"
 INTRINSIC = True
+
+
+def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
+    refs = view.spec.get("resourceClaims")
+    names = {n for r in refs if isinstance(r, dict) and isinstance(n := r.get("name"), str)} \
+        if isinstance(refs, list) else set()
+    requests = {u.name: {s.name for s in u.claim.requests} for u in view.demand.claims}
+    for container in view.demand.containers:
+        for index, entry in _entries(container.spec):
+            name, request = entry.get("name"), entry.get("request")
+            here = (*container.path, "resources", "claims", index)
+            if not isinstance(name, str) or name not in names:
+                listed = ", ".join(sorted(names)) or "empty"
+                yield Finding(ID, f"container {container.name!r}: resources.claims[{index}]."
+                              f"name {shown(name)} must be one of the names in "
+                              f"spec.resourceClaims ({listed})", (*here, "name"))
+            elif isinstance(request, str) and request and name in requests \
+                    and request not in requests[name]:
+                yield Finding(ID, f"container {container.name!r}: request {request} is not a "
+                              f"request of the claim {name} names ("
+                              f"{', '.join(sorted(requests[name])) or 'none'}): the pod "
+                              "cannot start", (*here, "request"))
 
 
 def check_claim(view: ClaimView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     for problem in view.claim.problems:
         if problem.kind == "malformed":
             yield Finding(ID, problem.message, problem.path)
+
+
+def _entries(container: Any) -> Iterator[tuple[int, dict[str, Any]]]:
+    resources = container.get("resources")
+    listed = resources.get("claims") if isinstance(resources, dict) else None
+    for index, entry in enumerate(listed if isinstance(listed, list) else ()):
+        if isinstance(entry, dict):
+            yield index, entry
