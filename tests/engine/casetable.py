@@ -6,9 +6,10 @@ object either whole (`object:`) or as a pod shorthand (`pod:`, wrapped into `kin
 the policies by name (`defaults` = the bundled ones), `inventory: NAME` for the fixture nodes
 of tests/engine/fixtures/NAME.yaml (`cluster`: nodes.yaml),
 `namespace`, and `expect`: `allowed`, the exact set of `rules` violated, `mutated` (JSON
-pointer -> value in the object after mutation; null means absent) and `skipped` (the object is
-reported as not reviewed). `ref` names the row of
-reference/gpu-ecosystem.md §7 the case comes from.
+pointer -> value in the object after mutation; null means absent), `skipped` (the object is
+reported as not reviewed) and `message` (a substring, or a list of them, that the violations'
+messages must contain: a refusal's per-pool reasons). `ref` names the row of
+reference/gpu-ecosystem.md §7 (or reference/dra.md) the case comes from.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ NAMESPACES = {
     "ml-train": {"gpu-tier": "training"},
     "team-a": {"gpu-tier": "shared"},
     "gpu-operator": {},
+    "dra-admin": {"resource.kubernetes.io/admin-access": "true"},
 }
 
 
@@ -55,6 +57,7 @@ class Case:
     ref: str = ""
     source: str = ""
     skipped: bool = False  # the engine reports the object as not reviewed (an unlisted kind)
+    messages: tuple[str, ...] = ()  # substrings the violations' messages must contain
 
 
 @cache
@@ -120,8 +123,15 @@ def load_cases() -> list[Case]:
                 ref=str(raw.get("ref", "")),
                 source=path.name,
                 skipped=bool(expect.get("skipped", False)),
+                messages=_strings(expect.get("message")),
             ))
     return cases
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(str(v) for v in value)
 
 
 def expand(pod: dict[str, Any], kind: str = "Pod") -> dict[str, Any]:

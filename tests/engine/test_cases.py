@@ -20,6 +20,9 @@ def test_case(case: Case) -> None:
     assert rules == case.rules, [v.describe() for v in decision.violations]
     assert decision.allowed is case.allowed, [v.describe() for v in decision.violations]
     assert bool(decision.skipped) is case.skipped, decision.skipped
+    said = "\n".join(v.message for v in decision.violations)
+    for part in case.messages:
+        assert part in said, said
     for pointer, value in case.mutated.items():
         assert pointer_get(decision.mutated, pointer) == value, pointer
     # The patch is exactly the difference between the object and its mutated form...
