@@ -131,12 +131,14 @@ def claim_view(obj: Any, context: Context, namespace: str) -> ClaimView:
 
 
 def _review_claim(obj: Mapping[str, Any], context: Context, namespace: str) -> Decision:
-    """A claim is not mutated; its GPU requests are checked, once per object, as a pod's are."""
+    """A claim is not mutated; its GPU requests are checked, once per object, as a pod's are.
+    A claim the API server would refuse is checked too: the request it cannot read (both
+    `exactly` and `firstAvailable`, an unknown allocationMode) is not there to say GPU."""
     policies = context.governing(namespace)
     if not policies:
         return Decision(allowed=True, mutated=obj)
     view = claim_view(obj, context, namespace)
-    if not view.gpu:
+    if not view.gpu and not any(p.kind == "malformed" for p in view.claim.problems):
         return Decision(allowed=True, mutated=obj)
     strictest = min(policies, key=lambda p: _MODE_RANK[p.spec.mode])
     found = [(strictest, f) for rule in INTRINSIC_CLAIM_RULES
