@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from policies.dra.allocate import GroupVerdict, check_group
+from policies.dra.extended import extended_claim
 from policies.dra.objects import Claim
 from policies.dra.pools import DraInventory, NodeGroup
 from policies.dra.search import Budget
@@ -32,7 +33,9 @@ def pod_verdicts(view: PodView, inventory: Inventory, dra: DraInventory,
                  allowed_models: Sequence[Sequence[str]] = ()) -> list[PoolVerdict]:
     """Each pool with every reason it cannot take the pod and all its claims together. The
     models `allowedModels` permits are judged on the pool's product label only when the pod
-    also asks for extended GPU resources (a claim's models: gpu-model-not-allowed)."""
+    also asks for extended GPU resources (a claim's models: gpu-model-not-allowed).
+    Extended resources a pool's DRA devices serve are allocated with the claims, as the
+    scheduler does (one claim for them, reference/dra.md §3.5): the devices are shared."""
     extended = any(c.gpu for c in view.demand.containers) or view.demand.fraction is not None
     allowed = tuple(map(tuple, allowed_models)) if extended else ()
     key = ("pod_verdicts", id(inventory), allowed)
@@ -51,7 +54,11 @@ def _pod_verdicts(view: PodView, inventory: Inventory, dra: DraInventory,
         if pool is None:
             out.append(verdict)
             continue
-        found = [_checked(claims, g, dra, budget) for g in _groups(pool, dra)]
+        served = tuple(sorted((r, int(v)) for r, v in view.demand.totals.items()
+                              if r in pool.dra_served and v > 0 and v == int(v)))
+        made = _served_claim(dra, served)
+        with_served = claims if made is None else (*claims, made)
+        found = [_checked(with_served, g, dra, budget) for g in _groups(pool, dra)]
         if not found:
             reasons: tuple[str, ...] = (NO_DEVICES,)
         elif any(g.fits for g in found):
@@ -66,6 +73,18 @@ def claim_verdicts(claim: Claim, dra: DraInventory) -> list[GroupVerdict]:
     """A claim on its own: each node group and why it cannot allocate the claim."""
     budget = Budget()
     return [check_group((claim,), g, dra, budget) for g in dra.groups]
+
+
+def _served_claim(dra: DraInventory, served: tuple[tuple[str, int], ...]) -> Claim | None:
+    """The claim the scheduler makes for DRA-served extended resources, one object per
+    amount asked (so that _checked's verdicts on it are kept too)."""
+    if not served:
+        return None
+    key = ("served_claim", served)
+    if key not in dra.memo:
+        dra.memo[key] = extended_claim(dra, dict(served))
+    made: Claim | None = dra.memo[key]
+    return made
 
 
 def _groups(pool: Pool, dra: DraInventory) -> tuple[NodeGroup, ...]:

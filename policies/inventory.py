@@ -71,6 +71,8 @@ class Node:
     gpu_count: int
     mig_strategy: str  # "single" | "mixed" | "" (none)
     unschedulable: bool = False
+    # extended resources in allocatable that the node's DRA devices serve (not a device plugin)
+    dra_served: frozenset[str] = frozenset()
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any], catalog: Catalog) -> Node:
@@ -117,6 +119,7 @@ class Pool:
     mig_strategy: str
     # node name -> its per-node labels (kubernetes.io/hostname, ...)
     node_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    dra_served: frozenset[str] = frozenset()  # as Node.dra_served
 
     def labels_of(self, node_name: str) -> dict[str, str]:
         """The full labels of one node of this pool."""
@@ -165,7 +168,7 @@ class Inventory:
             shared = frozenset(
                 (k, v) for k, v in node.labels.items() if k not in PER_NODE_LABELS
             )
-            key = (shared, node.taints, frozenset(node.allocatable.items()))
+            key = (shared, node.taints, frozenset(node.allocatable.items()), node.dra_served)
             groups.setdefault(key, []).append(node)
         used: set[str] = set()
         pools = tuple(_pool(members, used) for members in groups.values())
@@ -193,7 +196,8 @@ def _served_by_dra(node: Node, dra: DraInventory) -> Node:
     if not added:
         return node
     return replace(node, allocatable={**node.allocatable, **added},
-                   gpu_count=node.gpu_count or added.get("nvidia.com/gpu", 0))
+                   gpu_count=node.gpu_count or added.get("nvidia.com/gpu", 0),
+                   dra_served=frozenset(added))
 
 
 def _pool(members: list[Node], used: set[str]) -> Pool:
@@ -220,4 +224,5 @@ def _pool(members: list[Node], used: set[str]) -> Pool:
         gpu_count=first.gpu_count,
         mig_strategy=first.mig_strategy,
         node_labels=per_node,
+        dra_served=first.dra_served,
     )
