@@ -81,9 +81,11 @@ def _served_claim(dra: DraInventory, served: tuple[tuple[str, int], ...]) -> Cla
     if not served:
         return None
     key = ("served_claim", served)
-    if key not in dra.memo:
-        dra.memo[key] = extended_claim(dra, dict(served))
-    made: Claim | None = dra.memo[key]
+    made: Claim | None = dra.memo.get(key)
+    if made is None:
+        made = extended_claim(dra, dict(served))
+        if len(dra.memo) < MEMO_LIMIT:  # amounts come from pods: keep the memo bounded
+            dra.memo[key] = made
     return made
 
 

@@ -195,6 +195,7 @@ def _views(
     original: Mapping[str, Any], namespace: str,
 ) -> Iterator[PodView]:
     kind = str(original.get("kind", ""))
+    started = kind == "Pod" and _started(original)
     for carrier, found in zip(specs, before, strict=True):
         prefix = carrier.path
         spec = patch.get(prefix)
@@ -203,7 +204,16 @@ def _views(
             # its amounts carry over.
             found = demand(spec, prefix, found, carrier.kind.containers)
         yield PodView(kind, spec, prefix, found, kind == "Pod", namespace,
-                      products=targeted_products(spec), pod_fields=carrier.kind.pod_fields)
+                      products=targeted_products(spec), pod_fields=carrier.kind.pod_fields,
+                      started=started)
+
+
+def _started(pod: Mapping[str, Any]) -> bool:
+    """A Pod the kubelet has started (the audit reads them): what only matters before a
+    pod runs is moot."""
+    status = pod.get("status")
+    return isinstance(status, dict) and status.get("phase") in ("Running", "Succeeded",
+                                                                "Failed")
 
 
 def _get(obj: Any, path: FieldPath) -> Any:

@@ -29,6 +29,8 @@ class PodView:
     # The pod-level fields this kind has here; without tolerations the pod template lives
     # elsewhere (a Kubeflow Trainer runtime) and its scheduling constraints are unknown.
     pod_fields: frozenset[str] = POD_FIELDS
+    # A Pod whose status says it runs or has run (an audited pod), not one being admitted.
+    started: bool = False
     # Answers several policies' rules share within one review (the pool verdicts of the
     # pod with its claims): worked out once per view.
     memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)

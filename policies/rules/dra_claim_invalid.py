@@ -3,6 +3,8 @@
 32, a malformed quantity...), and a container's `resources.claims` entry that names no entry
 of the pod's `spec.resourceClaims` (refused too), each at its field path. An entry whose
 `request` is not a request of the claim is accepted, and the pod never starts: also reported.
+So is a Pod that sets `spec.nodeName` and has claims: it bypasses the scheduler, which is what
+allocates claims and reserves them for the pod, so the kubelet never starts it.
 
 FAIL: `requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 64}}]`;
   `resources.claims: [{name: gpus}]` in a pod whose resourceClaims name only `gpu`
@@ -26,6 +28,13 @@ INTRINSIC = True
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     refs = view.spec.get("resourceClaims")
+    bound = view.spec.get("nodeName")
+    if view.is_pod and not view.started and isinstance(bound, str) and bound \
+            and isinstance(refs, list) and refs:
+        yield Finding(ID, f"spec.nodeName {bound} bypasses the scheduler, and only the "
+                      "scheduler allocates a pod's ResourceClaims: the kubelet will not start "
+                      "it; select the node with nodeSelector kubernetes.io/hostname instead",
+                      view.at("nodeName"))
     names = {n for r in refs if isinstance(r, dict) and isinstance(n := r.get("name"), str)} \
         if isinstance(refs, list) else set()
     requests = {u.name: {s.name for s in u.claim.requests} for u in view.demand.claims}

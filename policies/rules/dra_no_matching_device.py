@@ -45,9 +45,10 @@ def check_claim(view: ClaimView, policy: GPUPolicy, context: Context) -> Iterato
     dra = judged(context.inventory)
     if not policy.spec.rules.require_hardware_match or dra is None:
         return
-    if unknown_classes(view.claim, dra.classes) or any(
+    if any(p.kind == "malformed" for p in view.claim.problems) or unknown_classes(
+            view.claim, dra.classes) or any(
             p.kind == "selector-invalid" for p in selector_problems(view.claim, dra.classes)):
-        return  # dra-device-class-unknown and dra-selector-invalid say why
+        return  # dra-claim-invalid, dra-device-class-unknown, dra-selector-invalid say why
     results = claim_verdicts(view.claim, dra)
     if any(v.fits or v.undecided for v in results):
         return
