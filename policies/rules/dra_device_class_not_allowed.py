@@ -1,6 +1,7 @@
 """dra-device-class-not-allowed: requests of a ResourceClaim on a GPU or MIG device class name
 a class that matches one of the globs in `rules.dra.allowedDeviceClasses` (requests on other
-classes, NICs say, are not this policy's business).
+classes, NICs say, are not this policy's business). A pod is held to it too, for the claims it
+names: the claim may predate the policy, or reach the cluster past the webhook.
 
 FAIL (allowedDeviceClasses: ["mig.nvidia.com"]): `exactly: {deviceClassName: gpu.nvidia.com}`
 PASS (allowedDeviceClasses: ["*.nvidia.com"]): the same request
@@ -14,20 +15,29 @@ from fnmatch import fnmatchcase
 from policies.context import Context
 from policies.decision import Finding
 from policies.model import GPUPolicy
-from policies.view import ClaimView
+from policies.rules._dra import gpu_requests
+from policies.view import ClaimView, PodView
 
 ID = "dra-device-class-not-allowed"
 INTRINSIC = False
 
 
+def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
+    yield from _refused(view, policy)
+
+
 def check_claim(view: ClaimView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
+    yield from _refused(view, policy)
+
+
+def _refused(view: PodView | ClaimView, policy: GPUPolicy) -> Iterator[Finding]:
     dra = policy.spec.rules.dra
     allowed = dra.allowed_device_classes if dra is not None else None
     if allowed is None:
         return
-    for demand in view.demands:
+    for path, demand, what in gpu_requests(view):
         name = demand.request.class_name
-        if demand.kind is not None and not any(fnmatchcase(name, g) for g in allowed):
-            yield Finding(ID, f"device class {name} is not allowed here; allowed: "
-                          f"{', '.join(allowed) or 'none'}",
-                          (*demand.request.path, "deviceClassName"))
+        if not any(fnmatchcase(name, g) for g in allowed):
+            at = (*path, "deviceClassName") if isinstance(view, ClaimView) else path
+            yield Finding(ID, f"{what}: device class {name} is not allowed here; allowed: "
+                          f"{', '.join(allowed) or 'none'}", at)
