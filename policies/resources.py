@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from policies.display import shown
+from policies.dra.claims import gpu_kind
 from policies.paths import FieldPath
 from policies.quantity import Number, QuantityError, parse_quantity
 from policies.workloads import ContainerSlot, walk
@@ -62,6 +63,7 @@ _FIXED: dict[str, Resource] = {
     )
 }
 
+DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 WHOLE_DEVICE = frozenset(n for n, r in _FIXED.items() if r.family == "whole")
 # Shared-GPU memory asked per container, in MB of one GPU (HAMi, Volcano vGPU and gpushare).
 MEMORY_MB = tuple(n for n, r in _FIXED.items() if r.unit == "MB")
@@ -81,6 +83,9 @@ def classify(name: str) -> Resource | None:
     if name.startswith("nvidia.com/mig-"):
         return Resource(name, "mig")
     if name.startswith("amd.com/") and "_nps" in name:  # partitioned MI300: amd.com/cpx_nps4
+        return Resource(name, "whole")
+    if name.startswith(DEVICE_CLASS_PREFIX) and gpu_kind(name.removeprefix(DEVICE_CLASS_PREFIX)):
+        # DRA serves every DeviceClass under this name too (reference/dra.md §3.5)
         return Resource(name, "whole")
     return None
 
