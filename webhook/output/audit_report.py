@@ -19,6 +19,7 @@ from typing import Any, TextIO
 import yaml
 
 from policies.decision import Decision
+from policies.engine import CLAIM_KINDS
 from policies.model import GPUPolicy
 from policies.paths import FieldPath, to_pointer
 from webhook.output import report
@@ -27,7 +28,6 @@ from webhook.output.findings import mutation as mutation_words
 
 FORMATS = ("table", "json", "sarif", "policyreport", "openreports")
 EXAMPLES = 20
-CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
 
 
 @dataclass(frozen=True, slots=True)
