@@ -562,3 +562,22 @@ def test_offline_sarif_puts_claim_findings_on_the_claims_fields(tmp_path):
     linted = {(f["rule"], f["line"]) for f in json.loads(out)["findings"]}
     assert located == linted
     assert {r for r, _ in located} == {"dra-no-matching-device", "dra-claim-invalid"}
+
+
+def test_refusal_examples_are_twenty_at_most_over_pods_templates_and_claims(tmp_path):
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"namespace": "team-a"},
+                  "spec": {"template": {"spec": _pod("x", gpus=16)["spec"]}}}
+    objects = [*(_pod(f"p{i}", gpus=16) for i in range(12)),
+               *({**deployment, "metadata": {"name": f"d{i}", "namespace": "team-a"}}
+                 for i in range(12)),
+               *(_claim(f"c{i}", 16) for i in range(12))]
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(yaml.safe_dump_all(objects, sort_keys=False), encoding="utf-8")
+    code, out, err = gpupolicy_cli("audit", "--inventory", str(DRA), str(dump))
+    assert code == 1, err
+    listed = out.split("Would be refused (first 20):\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    sources_listed = Counter(line.rsplit(" (", 1)[1].split(")")[0] for line in
+                             (raw.split(":", 1)[0] for raw in listed))
+    assert sum(sources_listed.values()) == 20 and max(sources_listed.values()) <= 10
+    assert set(sources_listed) <= {"pod", "template", "claim"}

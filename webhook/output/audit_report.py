@@ -122,8 +122,10 @@ class Collector:
                            action="mutate", at=at)
         if decision.denials:
             self.refused_objects += 1
-            # the first few of each source: pods (what runs) and templates (what will run)
-            if sum(e["source"] == ref.source for e in self.examples) < EXAMPLES // 2:
+            # the first few of each source: pods (what runs), templates (what will run) and
+            # claims, EXAMPLES in all
+            if len(self.examples) < EXAMPLES and \
+                    sum(e["source"] == ref.source for e in self.examples) < EXAMPLES // 2:
                 self.examples.append({"object": ref.label, "source": ref.source,
                                       "why": decision.denials[0].describe()})
 
