@@ -409,3 +409,73 @@ def test_text_report_escapes_terminal_control_characters(tmp_path: Path) -> None
     code, out, _ = gpupolicy(str(path))
     assert code == 2
     assert "\x1b" not in out and "Pod/ml/gpu\\x1b[31m" in out
+
+
+# ---- DRA: claim templates among the resources or in the inventory; a claim as a case --------
+
+DRA_INVENTORY = ROOT / "tests" / "cluster" / "data" / "dra.yaml"  # h100-1 (8 GPUs), 2 x L4 (2)
+TEMPLATES = """\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: four, namespace: ml}
+spec: {spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 4}}]}}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: sixteen, namespace: ml}
+spec: {spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 16}}]}}}
+"""
+CLAIM_PODS = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: fits, namespace: ml}
+spec:
+  resourceClaims: [{name: gpu, resourceClaimTemplateName: four}]
+  containers: [{name: c, image: cuda, resources: {claims: [{name: gpu}]}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: waits, namespace: ml}
+spec:
+  resourceClaims: [{name: gpu, resourceClaimTemplateName: sixteen}]
+  containers: [{name: c, image: cuda, resources: {claims: [{name: gpu}]}}]
+"""
+CLAIM_CASES = """\
+cases:
+  - {resource: Pod/ml/fits, allowed: true, rules: [], patched: {/spec/tolerations/0/key: nvidia.com/gpu}}
+  - {resource: Pod/ml/waits, allowed: false, rules: [dra-no-matching-device]}
+  - {resource: ResourceClaimTemplate/ml/sixteen, allowed: false, rules: [dra-no-matching-device], mutates: false}
+  - {resource: ResourceClaimTemplate/ml/four, allowed: true, rules: []}
+"""
+
+
+@pytest.mark.parametrize(
+    ("inventory", "resources"),
+    [
+        # the templates among the resources; the inventory is the DRA cluster alone
+        ("dra.yaml", ["pods.yaml", "templates.yaml"]),
+        # the templates in the inventory stream (kubectl get ...,resourceclaimtemplates)
+        ("cluster.yaml", ["pods.yaml"]),
+    ],
+    ids=["templates-among-resources", "templates-in-inventory"],
+)
+def test_a_suite_judges_pods_with_claims_and_claims_themselves(
+        tmp_path: Path, inventory: str, resources: list[str]) -> None:
+    (tmp_path / "dra.yaml").write_text(DRA_INVENTORY.read_text(encoding="utf-8"))
+    (tmp_path / "cluster.yaml").write_text(
+        DRA_INVENTORY.read_text(encoding="utf-8") + "---\n" + TEMPLATES)
+    (tmp_path / "templates.yaml").write_text(TEMPLATES)
+    (tmp_path / "pods.yaml").write_text(CLAIM_PODS)
+    cases = CLAIM_CASES
+    if "templates.yaml" not in resources:  # only the suite's resources can be cases
+        cases = "\n".join(line for line in cases.splitlines()
+                          if "ResourceClaimTemplate/" not in line) + "\n"
+    path = tmp_path / "suite.yaml"
+    path.write_text("apiVersion: gpupolicy.io/v1alpha1\nkind: GPUPolicyTest\n"
+                    f"metadata: {{name: dra}}\ninventory: {inventory}\n"
+                    f"resources: [{', '.join(resources)}]\n" + cases)
+    code, out, err = gpupolicy(str(path))
+    assert (code, err) == (0, ""), out
+    passed = [line.strip() for line in out.splitlines() if line.startswith("  PASS")]
+    assert passed == [f"PASS  {line.split('resource: ')[1].split(',')[0]}"
+                      for line in cases.splitlines() if "resource:" in line]

@@ -423,3 +423,161 @@ def test_offline_audit_sarif_gives_file_and_line_as_lint_does(tmp_path):
                                     if rule == "gpu-max-per-pod")) in located
     assert {rule for rule, _ in located} == {rule for rule, _ in linted}
     assert all("logicalLocations" not in r["locations"][0] for r in results)
+
+
+# ---- DRA: claims and templates are audited as objects; pods' claims resolve -----------------
+
+DRA = DATA / "dra.yaml"  # h100-1 (8 GPUs through DRA), l4-1 and l4-2 (2 each), no MIG
+
+
+def _claim(name: str, count: Any = 1, device_class: str = "gpu.nvidia.com", *,
+           template: bool = False, ns: str = "team-a", **meta: Any) -> dict[str, Any]:
+    devices = {"devices": {"requests": [{"name": "gpu", "exactly": {
+        "deviceClassName": device_class, "count": count}}]}}
+    return {"apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate" if template else "ResourceClaim",
+            "metadata": {"name": name, "namespace": ns, **meta},
+            "spec": {"spec": devices} if template else devices}
+
+
+def _claiming_pod(name: str, template: str, *, node: str | None = None,
+                  phase: str = "Pending") -> dict[str, Any]:
+    pod = _pod(name, node=node, phase=phase, gpus=0)
+    pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template}]
+    return pod
+
+
+# What the resource claim controller makes from a template for one pod: skipped as an object
+GENERATED = _claim("train-0-gpu-x7k2p", 16, annotations={
+    "resource.kubernetes.io/pod-claim-name": "gpu"}, ownerReferences=[
+    {"apiVersion": "v1", "kind": "Pod", "name": "train-0", "uid": "u", "controller": True,
+     "blockOwnerDeletion": True}])
+
+
+def _dra_cluster() -> list[dict[str, Any]]:
+    return [namespace("team-a"), *sources.read_objects(DRA),
+            _claim("sixteen", 16, template=True), _claim("shared", 2), GENERATED,
+            _claiming_pod("train-0", "sixteen"), _claiming_pod("ok", "sixteen", node="h100-1",
+                                                              phase="Running")]
+
+
+def test_live_audit_reviews_claims_and_templates_and_skips_generated_claims(api_server,
+                                                                            kubeconfig):
+    _load(api_server, _dra_cluster())
+    code, out, err = gpupolicy_cli("audit", "--kubeconfig", kubeconfig, "-o", "json")
+    assert code == 1, err
+    report = json.loads(out)
+    summary = report["summary"]
+    assert summary["audited"] == {"Pod": 2, "ResourceClaim": 1, "ResourceClaimTemplate": 1}
+    assert (summary["pods"], summary["templates"], summary["claims"]) == (2, 0, 2)
+    assert summary["skippedOwned"] == {"ResourceClaim": 1}
+    assert summary["unavailable"] == {}
+    found = {(r["kind"], r["name"], r["rule"], r["source"]) for r in report["findings"]
+             if r["rule"] not in ("mutation",)}
+    assert ("ResourceClaimTemplate", "sixteen", "dra-no-matching-device", "claim") in found
+    # the pods' claims resolve: a GPU pod that no node can run, and a Pending one
+    assert ("Pod", "train-0", "dra-no-matching-device", "pod") in found
+    assert ("Pod", "train-0", "gpu-pod-pending", "pod") in found
+    assert not any(name == GENERATED["metadata"]["name"] for _, name, _, _ in found)
+    code, table, _ = gpupolicy_cli("audit", "--kubeconfig", kubeconfig)
+    assert "(2 running pods, 0 templates, 2 claims)" in table
+    assert "Skipped 1 ResourceClaim owned by a controller whose template is audited (a " \
+           "ResourceClaim generated for one pod: its ResourceClaimTemplate)." in table
+
+
+def test_offline_audit_of_the_same_claims_equals_the_live_one(api_server, kubeconfig, tmp_path):
+    objects = _dra_cluster()
+    _load(api_server, objects)
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(yaml.safe_dump_all(objects, sort_keys=False), encoding="utf-8")
+    live, offline = audit_json("--kubeconfig", kubeconfig), audit_json(str(dump))
+    for report in (live, offline):
+        report["summary"].pop("seconds")
+    assert live["summary"] == offline["summary"]
+    assert _finding_keys(live["findings"]) == _finding_keys(offline["findings"])
+    assert live["cluster"] == offline["cluster"]
+
+
+def test_a_cluster_without_the_dra_api_has_no_claims_and_no_error(api_server, kubeconfig):
+    _load(api_server, [namespace("team-a"), *_nodes(), _pod("p", node="t4-1")])
+    report = audit_json("--kubeconfig", kubeconfig)
+    assert report["summary"]["audited"] == {"Pod": 1}
+    assert report["summary"]["unavailable"] == {} and report["summary"]["claims"] == 0
+    assert any("resourceclaimtemplates" in r for r in api_server.requests)  # asked, got 404
+
+
+@pytest.mark.parametrize(
+    ("template", "expect"),
+    [
+        (_claim("big", 16, template=True),
+         ["pool NVIDIA-H100-80GB-HBM3: 8 devices match class gpu.nvidia.com, the claim asks "
+          "for 16", "pool NVIDIA-L4: 2 devices match class gpu.nvidia.com, the claim asks for 16"]),
+        (_claim("big", 1, "mig.nvidia.com", template=True),
+         ["pool NVIDIA-H100-80GB-HBM3: 0 devices match class mig.nvidia.com, the claim asks "
+          "for 1"]),
+        (_claim("big", 4, template=True),
+         ["pool NVIDIA-L4: 2 devices match class gpu.nvidia.com, the claim asks for 4",
+          "fits pool NVIDIA-H100-80GB-HBM3 once capacity is free"]),
+    ],
+    ids=["no-pool-has-16", "no-mig-devices", "capacity"],
+)
+def test_pending_pods_whose_claims_cannot_be_allocated_say_pool_and_why(api_server, kubeconfig,
+                                                                        template, expect):
+    _load(api_server, [namespace("team-a"), *sources.read_objects(DRA), template,
+                       _claiming_pod("waits", "big"), _pod("cpu", phase="Pending", gpus=0)])
+    report = audit_json("--kubeconfig", kubeconfig)
+    pending = report["cluster"]["pendingGPUPods"]
+    assert pending["total"] == 1
+    (entry,) = pending["pods"]
+    assert entry["name"] == "waits"
+    for line in expect:
+        assert line in entry["pools"], entry["pools"]
+
+
+@pytest.mark.parametrize("fmt", ["policyreport", "openreports"])
+def test_claim_results_in_policy_reports(api_server, kubeconfig, fmt):
+    _load(api_server, _dra_cluster())
+    code, out, _ = gpupolicy_cli("audit", "--kubeconfig", kubeconfig, "-o", fmt)
+    assert code == 1
+    (team,) = [d for d in _reports(out, fmt) if d["metadata"].get("namespace") == "team-a"]
+    refs = {(r["resources"][0]["kind"], r["resources"][0]["name"], r["rule"])
+            for r in team["results"]}
+    assert ("ResourceClaimTemplate", "sixteen", "dra-no-matching-device") in refs
+    assert all(r["resources"][0]["apiVersion"] == "resource.k8s.io/v1" for r in team["results"]
+               if r["resources"][0]["kind"].startswith("ResourceClaim"))
+
+
+def test_offline_sarif_puts_claim_findings_on_the_claims_fields(tmp_path):
+    manifest = tmp_path / "claims.yaml"
+    manifest.write_text(yaml.safe_dump_all([_claim("sixteen", 16, template=True),
+                                            _claim("bad", "many")],
+                                           sort_keys=False), encoding="utf-8")
+    code, out, err = gpupolicy_cli("audit", "-o", "sarif", "--inventory", str(DRA), str(manifest))
+    assert code == 1, err
+    results = json.loads(out)["runs"][0]["results"]
+    located = {(r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"])
+               for r in results}
+    code, out, _ = gpupolicy_cli("lint", "-o", "json", "--inventory", str(DRA), str(manifest))
+    linted = {(f["rule"], f["line"]) for f in json.loads(out)["findings"]}
+    assert located == linted
+    assert {r for r, _ in located} == {"dra-no-matching-device", "dra-claim-invalid"}
+
+
+def test_refusal_examples_are_twenty_at_most_over_pods_templates_and_claims(tmp_path):
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"namespace": "team-a"},
+                  "spec": {"template": {"spec": _pod("x", gpus=16)["spec"]}}}
+    objects = [*(_pod(f"p{i}", gpus=16) for i in range(12)),
+               *({**deployment, "metadata": {"name": f"d{i}", "namespace": "team-a"}}
+                 for i in range(12)),
+               *(_claim(f"c{i}", 16) for i in range(12))]
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(yaml.safe_dump_all(objects, sort_keys=False), encoding="utf-8")
+    code, out, err = gpupolicy_cli("audit", "--inventory", str(DRA), str(dump))
+    assert code == 1, err
+    listed = out.split("Would be refused (first 20):\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    sources_listed = Counter(line.rsplit(" (", 1)[1].split(")")[0] for line in
+                             (raw.split(":", 1)[0] for raw in listed))
+    assert sum(sources_listed.values()) == 20 and max(sources_listed.values()) <= 10
+    assert set(sources_listed) <= {"pod", "template", "claim"}

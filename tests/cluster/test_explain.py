@@ -11,6 +11,7 @@ import yaml
 
 from tests.cluster.conftest import gpupolicy, namespace
 from tests.cluster.test_audit import NODES, _load, _nodes, gpupolicy_cli
+from webhook.inputs import sources
 
 TOLERATE = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
@@ -146,3 +147,127 @@ def test_not_a_gpu_workload(tmp_path):
     code, out, _ = gpupolicy_cli("explain", str(manifest), "--inventory", str(NODES))
     assert code == 0
     assert "not a GPU workload" in out
+
+
+# ---- DRA: a ResourceClaim or ResourceClaimTemplate is explained per DRA node group ----------
+
+DRA = Path(__file__).parent / "data" / "dra.yaml"  # h100-1 (8 GPUs), l4-1 and l4-2 (2 each)
+
+
+def claim(name: str, *requests: dict[str, Any], template: bool = False,
+          spec: Any = None) -> dict[str, Any]:
+    devices = {"devices": {"requests": list(requests)}}
+    body = spec if spec is not None else {"spec": devices} if template else devices
+    return {"apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate" if template else "ResourceClaim",
+            "metadata": {"name": name, "namespace": "ml"}, "spec": body}
+
+
+def gpus(count: int, name: str = "gpu", device_class: str = "gpu.nvidia.com") -> dict[str, Any]:
+    return {"name": name, "exactly": {"deviceClassName": device_class, "count": count}}
+
+
+# claim -> (exit status, DRA node group -> words its reason holds ("" = it fits),
+#           words of the claim's problems)
+CLAIM_CASES: dict[str, tuple[dict[str, Any], int, dict[str, list[str]], list[str]]] = {
+    "template-fits-one-group": (
+        claim("four", gpus(4), template=True), 0,
+        {"node h100-1": [], "node l4-1": ["2 devices match class gpu.nvidia.com",
+                                          "the claim asks for 4"]}, []),
+    "fits-no-group": (
+        claim("sixteen", gpus(16)), 1,
+        {"node h100-1": ["8 devices match", "asks for 16"], "node l4-1": ["asks for 16"]}, []),
+    "mig-class-without-mig-devices": (
+        claim("mig", gpus(1, device_class="mig.nvidia.com")), 1,
+        {"node h100-1": ["0 devices match class mig.nvidia.com"]}, []),
+    "each-request-named": (
+        claim("two", gpus(1), gpus(1, "slice", "mig.nvidia.com")), 1,
+        {"node h100-1": ["claim two request slice:", "0 devices match class mig.nvidia.com"]},
+        []),
+    "first-available": (
+        claim("alt", {"name": "gpu", "firstAvailable": [
+            {"name": "big", "deviceClassName": "gpu.nvidia.com", "count": 4},
+            {"name": "small", "deviceClassName": "gpu.nvidia.com", "count": 2}]}), 0,
+        {"node h100-1": [], "node l4-1": []}, []),
+    "unknown-class": (
+        claim("nope", gpus(1, device_class="tpu.example.com")), 1,
+        {"node h100-1": ["device class tpu.example.com does not exist"]}, []),
+    "malformed-count": (
+        claim("bad", {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com",
+                                                 "count": "many"}}), 0,
+        {}, ["spec.devices.requests[0].exactly.count must be an integer"]),
+    "template-spec-a-list": (
+        claim("junk", template=True, spec=[1, 2]), 0, {}, ["spec must be an object"]),
+}
+
+
+def _groups(answer: dict[str, Any]) -> dict[str, str]:
+    (devices,) = answer["devices"]
+    assert devices["path"] in ("spec.devices", "spec.spec.devices")
+    return {p["pool"]: " ".join(p["reasons"]) for p in devices["pools"]}
+
+
+@pytest.mark.parametrize("case", list(CLAIM_CASES))
+def test_a_claim_from_a_file_per_node_group(tmp_path, case):
+    obj, status, expect, problems = CLAIM_CASES[case]
+    code, (answer,) = _explain_file(tmp_path, [obj], "--inventory", str(DRA))
+    assert code == status
+    assert (answer["kind"], answer["claim"], answer["podSpecs"]) == (obj["kind"], True, [])
+    groups = _groups(answer)
+    assert set(groups) == {"node h100-1", "node l4-1"}  # l4-2 is alike: l4-1's group
+    for group, words in expect.items():
+        assert (groups[group] == "") is (not words), (group, groups[group])
+        for word in words:
+            assert word in groups[group], (group, groups[group])
+    found = " ".join(p["message"] for p in answer["problems"])
+    assert all(word in found for word in problems) and bool(found) is bool(problems)
+
+
+@pytest.mark.parametrize("case", list(CLAIM_CASES))
+def test_a_claim_in_the_cluster_gives_the_same_answer(api_server, kubeconfig, tmp_path, case):
+    obj = CLAIM_CASES[case][0]
+    _load(api_server, [namespace("ml"), *sources.read_objects(DRA), obj])
+    plural = "resourceclaimtemplates" if obj["kind"] == "ResourceClaimTemplate" else \
+        "resourceclaim"  # the plural and the kind both name it, as for kubectl
+    code, out, err = gpupolicy_cli("explain", f"{plural}/ml/{obj['metadata']['name']}",
+                                   "--kubeconfig", kubeconfig, "-o", "json")
+    assert code == CLAIM_CASES[case][1], err
+    _, offline = _explain_file(tmp_path, [obj, *sources.read_objects(DRA)])
+    assert json.loads(out) == offline
+
+
+def test_claim_text_names_each_group_and_exits_one_when_none_fits(tmp_path):
+    manifest = tmp_path / "claims.yaml"
+    manifest.write_text(yaml.safe_dump_all([CLAIM_CASES["template-fits-one-group"][0],
+                                            CLAIM_CASES["each-request-named"][0]]), "utf-8")
+    code, out, err = gpupolicy_cli("explain", str(manifest), "--inventory", str(DRA))
+    assert code == 1, err
+    assert out.splitlines()[:4] == [
+        "ResourceClaimTemplate ml/four  (policies: gpu-defaults)",
+        "  devices spec.spec.devices: fits 1 of 2 node groups",
+        "    node h100-1: fits",
+        "    node l4-1 and 1 more alike: 2 devices match class gpu.nvidia.com, the claim asks "
+        "for 4",
+    ]
+    assert "ResourceClaim ml/two  (policies: gpu-defaults)\n  devices spec.devices: fits NO " \
+           "node group\n    node h100-1: claim two request slice: 0 devices" in out
+
+
+def test_claim_without_dra_inventory_says_what_is_missing(tmp_path):
+    manifest = tmp_path / "claim.yaml"
+    manifest.write_text(yaml.safe_dump(claim("one", gpus(1))), "utf-8")
+    for argv in ((), ("--inventory", str(NODES))):  # no inventory; nodes without DRA objects
+        code, out, err = gpupolicy_cli("explain", str(manifest), *argv)
+        assert code == 0, err
+        assert "no DRA inventory to allocate it from" in out
+
+
+def test_a_pod_with_a_claim_in_the_cluster_names_pool_and_request(api_server, kubeconfig):
+    template = claim("four", gpus(4), template=True)
+    worker = pod("w", {}, resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "four"}])
+    _load(api_server, [namespace("ml"), *sources.read_objects(DRA), template, worker])
+    code, out, err = gpupolicy_cli("explain", "ml/w", "--kubeconfig", kubeconfig)
+    assert code == 0, err
+    assert "pool NVIDIA-H100-80GB-HBM3 (1 node, NVIDIA-H100-80GB-HBM3): fits" in out
+    assert ("pool NVIDIA-L4 (2 nodes, NVIDIA-L4): 2 devices match class gpu.nvidia.com, "
+            "the claim asks for 4") in out

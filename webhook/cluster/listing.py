@@ -1,7 +1,9 @@
 """Where the audit's objects come from: a live cluster (paged lists) or files.
 
-Both give the same four things: GPUPolicy objects, Namespace labels, Node objects, and the
-workloads in batches, so a dump of a cluster audits exactly like the cluster itself.
+Both give the same four things: GPUPolicy objects, Namespace labels, Node objects (with DRA
+slices, classes and the claims pods name), and the workloads in batches (DRA ResourceClaims and
+ResourceClaimTemplates among them, reviewed as objects of their own), so a dump of a cluster
+audits exactly like the cluster itself.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from policies import yamlpos
+from policies.engine import is_claim
 from policies.paths import FieldPath
 from policies.workloads import WORKLOAD_KINDS, KindTable, locations_for, unlisted_pod_template
 from webhook.cluster.client import ClusterError, api_client, list_all
@@ -76,6 +79,8 @@ CUSTOM = (
     ("ScheduledSparkApplication", "sparkoperator.k8s.io", ("v1beta2",),
      "scheduledsparkapplications"),
     ("NIMService", "apps.nvidia.com", ("v1alpha1",), "nimservices"),
+    # DRA claims are reviewed as objects of their own (DESIGN.md §2.4); 404 before 1.34
+    *((kind, DRA_GROUP, (DRA_VERSION,), plural) for plural, kind in CLAIM_RESOURCES),
 )
 # Groups a cluster serves the built-in kinds under, old manifests included (extensions/v1beta1)
 _BUILT_IN_GROUPS = {"", "apps", "extensions", "batch"}
@@ -87,7 +92,8 @@ def audited_kind(obj: dict[str, Any]) -> bool:
     """Whether a live audit would list this object: a file holds only what a cluster can."""
     group = str(obj.get("apiVersion", "")).rpartition("/")[0]
     kind = obj.get("kind")
-    return isinstance(kind, str) and (group, kind) in _AUDITED and bool(locations_for(obj))
+    return isinstance(kind, str) and (group, kind) in _AUDITED and (
+        bool(locations_for(obj)) or is_claim(obj))
 
 
 def _locator(file: str, doc: yamlpos.Document, prefix: FieldPath) -> Locator:

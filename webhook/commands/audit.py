@@ -6,8 +6,10 @@ memory does not grow with the cluster. Offline, files (a `kubectl get ... -o yam
 output) stand in for the cluster: Namespace, Node and GPUPolicy documents among them play the
 part of the cluster's own, and the report is the same as for a cluster holding those objects.
 
-Pods are reported as pods (what runs); every other kind as a template. A ReplicaSet owned by
-a Deployment and a Job owned by a CronJob are skipped (their owner's template is audited).
+Pods are reported as pods (what runs); ResourceClaims and ResourceClaimTemplates (DRA) as
+claims; every other kind as a template. A ReplicaSet owned by a Deployment and a Job owned by
+a CronJob are skipped (their owner's template is audited), and so is a ResourceClaim generated
+for one pod from a template (the template is audited, and the pod's claims resolve to it).
 Exit 0 when nothing would be refused, 1 when something would, 2 on usage or access errors.
 """
 
@@ -145,6 +147,8 @@ def finish(collector: Collector, checks: ClusterChecks) -> None:
 
 
 def _owned(kind: str, meta: dict[str, Any]) -> bool:
+    if kind == "ResourceClaim" and sources.generated_for_pod(meta):
+        return True
     for ref in meta.get("ownerReferences") or ():
         if isinstance(ref, dict) and ref.get("controller") and (kind, ref.get("kind")) in OWNED:
             return True

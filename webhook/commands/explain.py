@@ -1,14 +1,17 @@
-"""`gpupolicy explain POD.yaml|NS/NAME|KIND/NS/NAME`: why a GPU pod fits no node.
+"""`gpupolicy explain POD.yaml|NS/NAME|KIND/NS/NAME`: why a GPU pod (or claim) fits no node.
 
 For each GPU pod spec of the workload, after the policies' injections, every node pool and
 the exact reasons it cannot take the pod: taint not tolerated, nodeSelector or affinity not
 matching, not enough of a resource, MIG profile absent, shared memory larger than one device,
-model not allowed (policies.engine.explain decides; this module fetches and prints).
+model not allowed, a ResourceClaim of the pod that no node of the pool can allocate. For a
+ResourceClaim or ResourceClaimTemplate (DRA), every DRA node group and why it cannot allocate
+the claim's requests (policies.engine.explain decides; this module fetches and prints).
 
 Nodes, namespaces and GPUPolicy objects come from the cluster (`--kubeconfig` or in-cluster)
 when the workload is named as NS/NAME, from `--inventory` and the file's own documents
 otherwise, so the same objects give the same answer either way.
-Exit 0 when every GPU pod spec fits some pool, 1 when one fits none, 2 on errors. A document
+Exit 0 when every GPU pod spec fits some pool and every claim some node group, 1 when one
+fits none, 2 on errors. A document
 whose kind is not in the workload-kinds table but holds a pod spec is listed as skipped, with
 why, and counts as nothing to explain (exit 0 if it is the only one): it is not a usage error.
 """
@@ -27,7 +30,7 @@ from urllib3.exceptions import HTTPError
 
 from policies import yamlpos
 from policies.context import Context
-from policies.engine import explain, namespace_of
+from policies.engine import claim_view, explain, is_claim, namespace_of
 from policies.loading import PolicyLoadError
 from policies.paths import to_display
 from policies.workloads import unlisted_pod_template
@@ -39,8 +42,9 @@ from webhook.inputs import sources
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="POD.yaml|NS/NAME|KIND/NS/NAME",
-                        help="a manifest file (- for stdin), or a workload in the cluster "
-                             "(a Pod by default; e.g. deployment/ml/train)")
+                        help="a manifest file (- for stdin), or a workload or claim in the "
+                             "cluster (a Pod by default; e.g. deployment/ml/train, "
+                             "resourceclaimtemplate/ml/one-gpu)")
     sources.add_source_arguments(parser)
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="cluster to read the workload, nodes and namespaces from")
@@ -62,13 +66,14 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     answers = [answer(obj, context, args.namespace, scheduler.get(id(obj), ""))
                for obj in objects]
     if not answers:
-        warn(f"{args.target}: no workload with a pod spec found")
+        warn(f"{args.target}: no workload with a pod spec and no ResourceClaim found")
         return 2
     if args.format == "json":
         stdout.write(json.dumps(answers, indent=2) + "\n")
     else:
         stdout.write(render(answers, pools_known=context.inventory is not None))
-    return 1 if any(not spec["fits"] for a in answers for spec in a["podSpecs"]) else 0
+    return 1 if any(not spec["fits"] for a in answers
+                    for spec in (*a["podSpecs"], *a["devices"])) else 0
 
 
 _CLUSTER_REF = re.compile(r"^[A-Za-z0-9.-]+(/[a-z0-9][a-z0-9.-]*){1,2}$")
@@ -97,8 +102,8 @@ def _load(args: argparse.Namespace, warn: Any) -> tuple[list[dict[str, Any]], Co
         for line in warnings:
             warn(line)
         kinds = context.workload_kinds
-        objects = [o for o in every
-                   if kinds.find(o) is not None or unlisted_pod_template(o, kinds)]
+        objects = [o for o in every if is_claim(o)
+                   or kinds.find(o) is not None or unlisted_pod_template(o, kinds)]
         return objects, context, {}
     live = LiveSource.connect(args.kubeconfig, args.context, 500)
     obj = fetch(live, args.target)
@@ -137,7 +142,8 @@ def _read(live: LiveSource, kind: str, namespace: str, name: str) -> dict[str, A
                          .removesuffix("_for_all_namespaces"))
         resp = reader(name, namespace, _preload_content=False)
     else:
-        custom = {k.lower(): (k, g, vs, p) for k, g, vs, p in CUSTOM}
+        # by kind or by plural (resourceclaimtemplate/ml/x, resourceclaimtemplates/ml/x)
+        custom = {name: (k, g, vs, p) for k, g, vs, p in CUSTOM for name in (p, k.lower())}
         if kind not in custom:
             raise ClusterError(f"unknown kind {kind!r}")
         real, group, versions, plural = custom[kind]
@@ -170,7 +176,9 @@ def answer(obj: dict[str, Any], context: Context, namespace: str | None,
            scheduler: str) -> dict[str, Any]:
     ns = namespace_of(obj, namespace)
     meta = obj.get("metadata") or {}
-    skipped = unlisted_pod_template(obj, context.workload_kinds)
+    claim = is_claim(obj)
+    view = claim_view(obj, context, ns) if claim else None
+    skipped = None if claim else unlisted_pod_template(obj, context.workload_kinds)
     specs = []
     for path, verdicts in explain(obj, context, namespace=ns):
         specs.append({
@@ -182,9 +190,39 @@ def answer(obj: dict[str, Any], context: Context, namespace: str | None,
     return {
         "kind": obj.get("kind"), "namespace": ns, "name": meta.get("name"),
         "policies": [p.name for p in context.governing(ns)],
-        "gpu": bool(specs), "scheduler": scheduler, "podSpecs": specs,
-        "skipped": skipped or None,
+        "gpu": view.gpu if view is not None else bool(specs),
+        "scheduler": scheduler,
+        # a pod carrier's GPU pod specs per node pool; a claim's devices per DRA node group
+        "podSpecs": [] if claim else specs, "devices": specs if claim else [],
+        "claim": claim, "skipped": skipped or None,
+        # what the API server would refuse in the claim, at its path (read as far as it goes)
+        "problems": [{"path": to_display(p.path), "message": p.message}
+                     for p in (view.claim.problems if view is not None else ())],
     }
+
+
+def _render_claim(a: dict[str, Any]) -> list[str]:
+    lines = [f"  invalid: {p['message']}" if p["message"].startswith(p["path"]) else
+             f"  invalid at {p['path']}: {p['message']}" for p in a["problems"]]
+    if not a["gpu"]:
+        lines.append("  not a GPU claim: no request names a GPU or MIG device class")
+    if not a["devices"]:
+        lines.append("  no DRA inventory to allocate it from: give --inventory FILE (kubectl "
+                     "get nodes,resourceslices,deviceclasses -o yaml) or a cluster")
+    for spec in a["devices"]:
+        fitting = [p for p in spec["pools"] if p["fits"]]
+        verdict = (f"fits {len(fitting)} of {len(spec['pools'])} node groups"
+                   if fitting else "fits NO node group")
+        lines.append(f"  devices {spec['path']}: {verdict}")
+        for p in spec["pools"]:
+            alike = f" and {p['nodes'] - 1} more alike" if p["nodes"] > 1 else ""
+            head = f"    {p['pool']}{alike}: "
+            if p["fits"]:
+                lines.append(head + "fits")
+            else:
+                lines.append(head + p["reasons"][0])
+                lines.extend(f"{' ' * 6}- {r}" for r in p["reasons"][1:])
+    return lines
 
 
 def render(answers: list[dict[str, Any]], *, pools_known: bool) -> str:
@@ -196,6 +234,8 @@ def render(answers: list[dict[str, Any]], *, pools_known: bool) -> str:
             lines.append(f"  scheduler says: {a['scheduler']}")
         if a.get("skipped"):
             lines.append(f"  skipped: {a['skipped']}")
+        elif a["claim"]:
+            lines.extend(_render_claim(a))
         elif not a["gpu"]:
             lines.append("  not a GPU workload: no container requests an accelerator and no "
                          "GPU share is annotated")

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 import yaml
 
 from policies.decision import Decision
+from policies.engine import CLAIM_KINDS
 from policies.model import GPUPolicy
 from policies.paths import FieldPath, to_pointer
 from webhook.output import report
@@ -46,8 +47,10 @@ class ObjectRef:
 
     @property
     def source(self) -> str:
-        """A Pod is what runs; every other kind is a template of pods to come."""
-        return "pod" if self.kind == "Pod" else "template"
+        """A Pod is what runs; a DRA claim (or claim template) is what pods get devices
+        through; every other kind is a template of pods to come."""
+        return "pod" if self.kind == "Pod" else "claim" if self.kind in CLAIM_KINDS \
+            else "template"
 
 
 @dataclass
@@ -119,8 +122,10 @@ class Collector:
                            action="mutate", at=at)
         if decision.denials:
             self.refused_objects += 1
-            # the first few of each source: pods (what runs) and templates (what will run)
-            if sum(e["source"] == ref.source for e in self.examples) < EXAMPLES // 2:
+            # the first few of each source: pods (what runs), templates (what will run) and
+            # claims, EXAMPLES in all
+            if len(self.examples) < EXAMPLES and \
+                    sum(e["source"] == ref.source for e in self.examples) < EXAMPLES // 2:
                 self.examples.append({"object": ref.label, "source": ref.source,
                                       "why": decision.denials[0].describe()})
 
@@ -180,10 +185,12 @@ class Collector:
 
     def summary(self) -> dict[str, Any]:
         pods = self.audited.get("Pod", 0)
+        claims = sum(self.audited.get(k, 0) for k in CLAIM_KINDS)
         return {
             "audited": dict(sorted(self.audited.items())),
             "pods": pods,
-            "templates": sum(self.audited.values()) - pods,
+            "templates": sum(self.audited.values()) - pods - claims,
+            "claims": claims,
             "namespaces": len(self.namespaces),
             "refusedObjects": self.refused_objects,
             "mutatedObjects": self.mutated_objects,
@@ -298,11 +305,15 @@ def write_policyreport(c: Collector, out: TextIO, fmt: str = "policyreport") -> 
 def write_table(c: Collector, out: TextIO) -> None:
     s = c.summary()
     kinds = ", ".join(f"{n:,} {k}" for k, n in s["audited"].items()) or "nothing"
+    claims = f", {s['claims']:,} claims" if s["claims"] else ""
     out.write(f"Audited {kinds} in {s['namespaces']:,} namespaces ({s['pods']:,} running "
-              f"pods, {s['templates']:,} templates) in {s['seconds']}s.\n")
+              f"pods, {s['templates']:,} templates{claims}) in {s['seconds']}s.\n")
     if s["skippedOwned"]:
         owned = ", ".join(f"{n} {k}" for k, n in s["skippedOwned"].items())
-        out.write(f"Skipped {owned} owned by a controller whose template is audited.\n")
+        generated = (" (a ResourceClaim generated for one pod: its ResourceClaimTemplate)"
+                     if "ResourceClaim" in s["skippedOwned"] else "")
+        out.write(f"Skipped {owned} owned by a controller whose template is audited"
+                  f"{generated}.\n")
     for what, why in s["unavailable"].items():
         out.write(f"Not audited: {what}: {why}\n")
     out.write("\n")
