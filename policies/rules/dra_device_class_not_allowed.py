@@ -38,6 +38,7 @@ def _refused(view: PodView | ClaimView, policy: GPUPolicy) -> Iterator[Finding]:
     for path, demand, what in gpu_requests(view):
         name = demand.request.class_name
         if not any(fnmatchcase(name, g) for g in allowed):
-            at = (*path, "deviceClassName") if isinstance(view, ClaimView) else path
-            yield Finding(ID, f"{what}: device class {name} is not allowed here; allowed: "
-                          f"{', '.join(allowed) or 'none'}", at)
+            own = isinstance(view, ClaimView)  # the path names the request already
+            yield Finding(ID, f"{'' if own else what + ': '}device class {name} is not allowed "
+                          f"here; allowed: {', '.join(allowed) or 'none'}",
+                          (*path, "deviceClassName") if own else path)

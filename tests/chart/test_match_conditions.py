@@ -182,7 +182,8 @@ def test_every_gpu_object_of_the_engine_case_table_is_sent(case: Any) -> None:
 
 
 def test_every_known_accelerator_resource_is_matched() -> None:
-    names = [*_FIXED, "nvidia.com/mig-3g.40gb", "amd.com/cpx_nps4"]
+    names = [*_FIXED, "nvidia.com/mig-3g.40gb", "amd.com/cpx_nps4",
+             "deviceclass.resource.kubernetes.io/gpu.nvidia.com"]
     missed = [n for n in names if not matches({"apiVersion": "v1", "kind": "Pod", "spec":
                                               _pod_spec(_container({"limits": {n: 1}}))})]
     assert missed == []

@@ -50,15 +50,15 @@ EXPECTED = [
         "dra-claim-invalid": "spec.devices.requests[0].exactly.count",
         "dra-device-class-not-allowed": "spec.devices.requests[0].exactly.deviceClassName"}),
     ("ResourceClaim", "nic", True, {}),  # no GPU class: not the policies' business
-    ("ResourceClaim", "too-many", False, {
-        "dra-claim-invalid": "spec.devices.requests[0].exactly.count",
-        "dra-no-matching-device": "spec.devices.requests"}),
+    ("ResourceClaim", "too-many", False, {  # refused by the API server: nothing to allocate
+        "dra-claim-invalid": "spec.devices.requests[0].exactly.count"}),
     ("ResourceClaim", "bad-cel", False, {
         "dra-selector-invalid": "spec.devices.requests[0].exactly.selectors[0].cel.expression"}),
     ("ResourceClaimTemplate", "one-mig", False, {  # no MIG device anywhere
         "dra-no-matching-device": "spec.spec.devices.requests"}),
     ("Pod", "train", False, {  # its template resolves beside it
         "gpu-max-per-pod": "spec.resourceClaims",
+        "dra-device-class-not-allowed": "spec.resourceClaims[0]",  # its template's class
         "dra-no-matching-device": "spec.resourceClaims"}),
 ]
 
