@@ -53,6 +53,7 @@ POD_SPEC = ("object", {
 })
 
 _SCALARS = {"string": str, "label": str, "integer": int, "boolean": bool}
+_TEXT = frozenset({"string", "label"})
 
 
 def problems(value: Any, schema: Schema, path: FieldPath) -> list[tuple[FieldPath, str]]:
@@ -91,6 +92,8 @@ def _visit(value: Any, schema: Schema, link: _Link, out: list[tuple[Any, str]]) 
             if child is None:
                 continue
             if sub.__class__ is str:  # a leaf, checked here: most fields are
+                if child.__class__ is str and sub in _TEXT:
+                    continue  # the common case, decided without a call
                 if sub != "quantity" and not _fits(child, sub):
                     out.append(((link, field), _scalar_message(child, sub)))
             else:
@@ -110,7 +113,8 @@ def _visit(value: Any, schema: Schema, link: _Link, out: list[tuple[Any, str]]) 
                 written = "" if key is None else f" {shown(key)}"
                 out.append(((link, path_key(key)),
                             f"keys must be strings, got {type_name(key)}{written}"))
-            elif inner != "quantity" and not _fits(item, inner):
+            elif inner != "quantity" and not (item.__class__ is str and inner in _TEXT) \
+                    and not _fits(item, inner):
                 out.append(((link, key), _scalar_message(item, inner)))
 
 
