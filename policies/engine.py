@@ -17,7 +17,7 @@ from policies.cluster import ClusterFinding, ClusterView
 from policies.context import Context
 from policies.decision import Decision, Finding, Violation
 from policies.dra.claims import gpu_demand
-from policies.dra.demand import claim_uses
+from policies.dra.demand import claim_uses, unknown_claims
 from policies.dra.parse_claims import parse_claim
 from policies.hardware import PoolVerdict, catalog_pools, verdicts
 from policies.model import GPUPolicy
@@ -72,7 +72,7 @@ def review(
     violations = tuple(_violation(policy, f) for policy, f in found)
     creating = operation == "CREATE"
     return Decision(
-        notes=tuple(_not_injected(views, policies)),
+        notes=(*_not_injected(views, policies), *_unknown_claims(views, context)),
         allowed=not any(v.denies for v in violations),
         patch=tuple(patch.json_patch) if creating else (),
         mutated=patch.doc if creating else obj,
@@ -237,6 +237,12 @@ def _not_injected(views: Sequence[PodView], policies: Sequence[GPUPolicy]) -> It
             yield (f"{to_display(view.prefix)}: {view.kind} has no {', '.join(missing)} "
                    "here, so the policies' injection of it is left out (add it to the pod "
                    "template the workload's runtime provides)")
+
+
+def _unknown_claims(views: Sequence[PodView], context: Context) -> Iterator[str]:
+    for view in views:
+        if "resourceClaims" in view.spec:
+            yield from unknown_claims(view.spec, view.prefix, view.namespace, context.claims)
 
 
 def _spec_before(patch: Patch, prefix: FieldPath) -> Any:

@@ -5,14 +5,14 @@ demand, so the pod is a GPU pod and the policies' injections apply to it (DESIGN
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from policies.dra.claims import Demand, GpuKind, devices_of, gpu_demand
 from policies.dra.objects import Claim
 from policies.dra.pools import DraInventory
-from policies.paths import FieldPath
+from policies.paths import FieldPath, to_display
 
 Claims = Mapping[tuple[str, str, str], Claim]
 
@@ -39,25 +39,41 @@ def claim_uses(spec: Mapping[str, Any], prefix: FieldPath, namespace: str, claim
                dra: DraInventory | None) -> tuple[ClaimUse, ...]:
     """Every claim the pod names and the inputs hold, GPU or not (all of a pod's claims are
     allocated on one node); malformed entries and claims not among the inputs give nothing."""
-    refs = spec.get("resourceClaims")
-    if not isinstance(refs, list) or not claims:
+    if not claims:
         return ()
     found = []
-    for i, ref in enumerate(refs):
+    for path, own, key in references(spec, prefix, namespace):
+        claim = claims.get(key)
+        if claim is not None:
+            found.append(ClaimUse(path, own, claim, tuple(gpu_demand(claim, dra))))
+    return tuple(found)
+
+
+def unknown_claims(spec: Mapping[str, Any], prefix: FieldPath, namespace: str,
+                   claims: Claims) -> Iterator[str]:
+    """The claims a pod names that the inputs do not hold, as a note says it: the pod's GPUs
+    through them cannot be judged (a claim is not guessed at)."""
+    for path, _own, (kind, ns, name) in references(spec, prefix, namespace):
+        if (kind, ns, name) not in claims:
+            yield (f"{to_display(path)}: {kind} {ns}/{name} is not known here (not among the "
+                   "inputs, or not watched yet), so the GPUs it may hold are not judged")
+
+
+def references(spec: Mapping[str, Any], prefix: FieldPath, namespace: str
+               ) -> Iterator[tuple[FieldPath, str, tuple[str, str, str]]]:
+    """(path, the pod's name for it, (kind, namespace, name)) of each well-formed entry of
+    spec.resourceClaims."""
+    refs = spec.get("resourceClaims")
+    for i, ref in enumerate(refs if isinstance(refs, list) else ()):
         if not isinstance(ref, dict):
             continue
         name, template = ref.get("resourceClaimName"), ref.get("resourceClaimTemplateName")
         key = (("ResourceClaim", namespace, name) if isinstance(name, str) else
                ("ResourceClaimTemplate", namespace, template) if isinstance(template, str)
                else None)
-        claim = claims.get(key) if key is not None else None
-        if claim is None:
-            continue
-        own = ref.get("name")
-        found.append(ClaimUse((*prefix, "resourceClaims", i), own if isinstance(own, str) else "",
-                              claim, tuple(gpu_demand(claim, dra))))
-    return tuple(found)
-
+        if key is not None:
+            own = ref.get("name")
+            yield (*prefix, "resourceClaims", i), own if isinstance(own, str) else "", key
 
 def devices(uses: Iterable[ClaimUse], kind: GpuKind) -> int:
     return sum(u.devices(kind) for u in uses)
