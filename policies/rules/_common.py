@@ -9,7 +9,7 @@ from policies.resources import Container, classify
 
 
 def sections(container: Container) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    resources = container.spec.get("resources")
+    resources = container.spec.get(container.resources_field)
     if not isinstance(resources, dict):
         return
     for section in ("requests", "limits"):

@@ -30,7 +30,7 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     for container in view.demand.containers:
         for section, values in sections(container):
             for name in accelerator_names(values):
-                path = (*container.path, "resources", section, name)
+                path = (*container.path, container.resources_field, section, name)
                 raw = values[name]
                 try:
                     value = parse_quantity(raw)
