@@ -21,6 +21,7 @@ from tests.engine.casetable import Case, context_for, load_cases
 from tests.server.harness import envelope, make_request
 from webhook.cluster.listing import FileSource, audited_kind
 from webhook.commands import audit, lint
+from webhook.http.admission import shape_warnings
 from webhook.http.server import create_app
 from webhook.inputs import sources
 from webhook.inputs.state import State
@@ -66,6 +67,16 @@ class Doors:
         said = [answer.get("status", {}).get("message", ""), *answer.get("warnings", []),
                 *answer.get("auditAnnotations", {}), *answer.get("auditAnnotations", {}).values()]
         return bool(answer["allowed"]), "\n".join(said)
+
+    def warnings(self, obj: dict[str, Any], namespace: str) -> tuple[list[str], list[str]]:
+        """(the /validate answer's warnings, the decision's warnings as the webhook shapes
+        them): advice, Warn mode, objects not reviewed and what the decision could not do."""
+        req = make_request(obj, namespace=namespace, uid="differential")
+        resp = self.client.post("/validate", data=json.dumps(envelope(req)),
+                                content_type="application/json")
+        decision = review(obj, self.context, namespace=namespace)
+        return resp.get_json()["response"].get("warnings", []), shape_warnings(
+            decision.warnings)
 
     def audit(self, path: Path) -> dict[str, tuple[bool, set[str]]]:
         """Verdict per object label ("Kind ns/name"); "" for the file's unreadable documents."""
@@ -132,6 +143,14 @@ def test_every_door_agrees_on_the_case_table(case: Case, tmp_path: Path) -> None
     doors = Doors(context_for(case))
     assert list(_agree(doors, path, None)) == []
     assert doors.review(obj, case.namespace) == (case.allowed, set(case.rules))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_the_webhook_warns_what_the_decision_says(case: Case) -> None:
+    obj = {**case.object, "metadata": {**case.object.get("metadata", {}),
+                                       "namespace": case.namespace}}
+    got, want = Doors(context_for(case)).warnings(obj, case.namespace)
+    assert got == want
 
 
 @pytest.mark.corpus

@@ -275,7 +275,7 @@ def build_response(request: AdmissionRequest, decision: Decision, webhook: str
         return envelope(response)
     # One pass over the violations, however many there are.
     denials: list[Violation] = []
-    warned: list[Violation] = []
+    warned: list[str] = []
     audited: list[Violation] = []
     for v in decision.violations:
         if v.denies:
@@ -283,14 +283,19 @@ def build_response(request: AdmissionRequest, decision: Decision, webhook: str
         elif v.mode == "Audit":
             audited.append(v)
         else:
-            warned.append(v)
+            warned.append(v.describe())
+    # Then what the decision could not do (Decision.warnings' order): an object not
+    # reviewed, an injection left out, a claim it could not see.
+    if decision.skipped:
+        warned.append(f"not reviewed: {decision.skipped}")
+    warned += decision.notes
     response = {"uid": uid, "allowed": bool(decision.allowed)}
     if not decision.allowed:
         response["status"] = {
             "code": 403, "reason": "Forbidden", "status": "Failure",
             "message": denial_message(denials),
         }
-    warnings = shape_warnings(v.describe() for v in warned)
+    warnings = shape_warnings(warned)
     if warnings:
         response["warnings"] = warnings
     annotations = audit_annotations(audited)
