@@ -260,3 +260,45 @@ def test_an_entry_without_a_resource_is_reported_once_and_nothing_crashes(api_se
     assert kinds == ["Pod"]
     assert unavailable == {"GPUJob (example.com)": "the workload-kinds table gives no resource "
                                                    "(plural) to list it by"}
+
+
+@pytest.mark.parametrize("target", ["gpujob/team-a/two", "gpujobs/team-a/two",
+                                    "GPUJob/team-a/two"])
+def test_explain_reads_a_workload_kinds_kind_from_the_cluster(api_server, kubeconfig,
+                                                              kinds_file, target):
+    api_server.install("example.com/v2", "Widget")  # preferred, without gpujobs
+    api_server.add_all([*_base(), gpujob("two", 2)])
+    code, out, err = _cli("explain", target, "--kubeconfig", kubeconfig, "--workload-kinds",
+                          kinds_file, "--format", "json")
+    assert code == 0, err
+    (answer,) = json.loads(out)
+    assert (answer["kind"], answer["namespace"], answer["name"]) == ("GPUJob", "team-a", "two")
+    assert [s["path"] for s in answer["podSpecs"]] == ["spec.template.spec"]
+    assert answer["skipped"] is None
+
+
+@pytest.mark.parametrize(
+    ("setup", "target", "message"),
+    [
+        ("table-less", "gpujob/team-a/two", "unknown kind 'gpujob'"),
+        ("group-not-served", "gpujob/team-a/two",
+         "GPUJob: the cluster serves no API group example.com"),
+        ("discovery-500", "gpujob/team-a/two", "gpujob/team-a/two: HTTP 500"),
+        ("discovery-html", "gpujob/team-a/two", "API discovery (GET /apis): the answer is not "
+                                                "JSON"),
+        ("", "gpujob/team-a/nobody", "gpujob/team-a/nobody: not found in the cluster"),
+    ],
+)
+def test_explain_of_a_table_kind_it_cannot_read_is_a_clear_error(
+        api_server, kubeconfig, kinds_file, setup, target, message):
+    api_server.add_all(_base())
+    if setup != "group-not-served":
+        api_server.add(gpujob("two", 2))
+    if setup == "discovery-500":
+        api_server.fail_next(1, 500, path="/apis")
+    if setup == "discovery-html":
+        api_server.discovery = b"<html>"
+    argv = [] if setup == "table-less" else ["--workload-kinds", kinds_file]
+    code, out, err = _cli("explain", target, "--kubeconfig", kubeconfig, *argv)
+    assert code == 2 and out == ""
+    assert message in err
