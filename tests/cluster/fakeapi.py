@@ -8,7 +8,8 @@ resourceVersion older than the last compaction, and knobs to drop watches, stop 
 the listener on the same port, and fail the next requests.
 
 Any `group/version` + plural that has objects is served; paths of kinds never added get 404,
-like a CRD that is not installed.
+like a CRD that is not installed. `GET /apis` (API discovery) answers an APIGroupList of the
+groups served so far, each group's preferred version the first one registered.
 """
 
 from __future__ import annotations
@@ -83,9 +84,10 @@ class FakeAPIServer:
         self._bookmark_generation = 0
         self._error_generation = 0
         self._error = 410
-        self._failures: list[int] = []
+        self._failures: list[tuple[int, str | None]] = []  # (status, only for this path)
         self.bookmark_interval = bookmark_interval
         self.requests: list[str] = []  # "GET path?query", for assertions
+        self.discovery: bytes | None = None  # the body of `GET /apis` instead of the real one
         self._watch_sockets: set[socket.socket] = set()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -216,10 +218,11 @@ class FakeAPIServer:
             self._error_generation += 1
             self._lock.notify_all()
 
-    def fail_next(self, count: int, status: int = 500) -> None:
-        """The next `count` requests get `status` with a Status body."""
+    def fail_next(self, count: int, status: int = 500, path: str | None = None) -> None:
+        """The next `count` requests (to `path` only, when given: `/apis`) get `status` with a
+        Status body."""
         with self._lock:
-            self._failures.extend([status] * count)
+            self._failures.extend([(status, path)] * count)
 
     def active_watches(self) -> int:
         with self._lock:
@@ -237,9 +240,26 @@ class FakeAPIServer:
             self._resources[(group, version, plural)] = res
         return res
 
-    def _take_failure(self) -> int | None:
+    def _take_failure(self, path: str) -> int | None:
         with self._lock:
-            return self._failures.pop(0) if self._failures else None
+            for index, (status, only) in enumerate(self._failures):
+                if only is None or only.rstrip("/") == path.rstrip("/"):
+                    del self._failures[index]
+                    return status
+            return None
+
+    def _discovery(self) -> dict[str, Any]:
+        """The APIGroupList of `GET /apis`: every named group with a registered resource."""
+        with self._lock:
+            versions: dict[str, list[str]] = {}
+            for group, version, _ in self._resources:
+                if group and version not in versions.setdefault(group, []):
+                    versions[group].append(version)
+        def gv(group: str, version: str) -> dict[str, str]:
+            return {"groupVersion": f"{group}/{version}", "version": version}
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+            {"name": group, "versions": [gv(group, v) for v in served],
+             "preferredVersion": gv(group, served[0])} for group, served in versions.items()]}
 
 
 def _key(meta: dict[str, Any]) -> str:
@@ -264,9 +284,15 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         self.api.requests.append(f"GET {self.path}")
-        failure = self.api._take_failure()
+        failure = self.api._take_failure(url.path)
         if failure is not None:
             self._json(failure, _status(failure, "InternalError", "injected failure"))
+            return
+        if url.path.rstrip("/") == "/apis":
+            if self.api.discovery is not None:
+                self._send(200, self.api.discovery)
+            else:
+                self._json(200, self.api._discovery())
             return
         parsed = self._route(url.path)
         if parsed is None:

@@ -45,6 +45,9 @@ def corpus_objects(corpus: Path) -> list[dict[str, Any]]:
     """Every workload and Namespace of the corpus, once per (apiVersion, kind, namespace, name),
     custom kinds under the version a cluster would serve them as."""
     found: dict[tuple[Any, ...], dict[str, Any]] = {}
+    # kinds the audit finds through discovery: all of a kind under one version, as a cluster
+    # serves every object of a kind under each of its versions
+    first_seen: dict[tuple[str, str], str] = {}
     for file in sorted(corpus.rglob("*")):
         if file.suffix not in (".yaml", ".yml", ".json") or "admissionreview" in file.parts:
             continue
@@ -59,7 +62,8 @@ def corpus_objects(corpus: Path) -> list[dict[str, Any]]:
             if not (audited_kind(obj) or obj.get("kind") == "Namespace"):
                 continue
             group = str(obj.get("apiVersion", "")).rpartition("/")[0]
-            obj["apiVersion"] = FIRST_VERSION.get((group, obj["kind"]), obj["apiVersion"])
+            obj["apiVersion"] = FIRST_VERSION.get((group, obj["kind"])) or first_seen.setdefault(
+                (group, obj["kind"]), obj["apiVersion"])
             key = (obj["apiVersion"], obj["kind"], namespace_of(obj, None), meta["name"])
             found.setdefault(key, obj)
     return list(found.values())

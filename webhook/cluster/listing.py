@@ -9,6 +9,8 @@ audits exactly like the cluster itself.
 from __future__ import annotations
 
 import functools
+import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -20,7 +22,13 @@ from urllib3.exceptions import HTTPError
 from policies import yamlpos
 from policies.engine import is_claim
 from policies.paths import FieldPath
-from policies.workloads import WORKLOAD_KINDS, KindTable, locations_for, unlisted_pod_template
+from policies.workloads import (
+    WORKLOAD_KINDS,
+    KindTable,
+    WorkloadKind,
+    locations_for,
+    unlisted_pod_template,
+)
 from webhook.cluster.client import ClusterError, api_client, list_all
 from webhook.cluster.watch import (
     CLAIM_RESOURCES,
@@ -88,12 +96,74 @@ _AUDITED = {("", "Pod")} | {(g, kind) for kind, _, _, _ in BUILT_IN for g in _BU
     (group, kind) for kind, group, _, _ in CUSTOM}
 
 
-def audited_kind(obj: dict[str, Any]) -> bool:
-    """Whether a live audit would list this object: a file holds only what a cluster can."""
+# (group, plural) pairs the fixed tables list: a table entry naming one is not listed twice
+_LISTED_RESOURCES = {(group, plural) for _, group, _, plural in CUSTOM}
+_VERSION = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # a DNS-1035-ish label
+_DISCOVERY = "API discovery (GET /apis)"
+_MAX_VERSIONS = 16  # versions of one group tried per kind: a 404 each, so a bounded number
+
+
+def audited_kind(obj: dict[str, Any], table: KindTable = WORKLOAD_KINDS) -> bool:
+    """Whether a live audit would list this object: a file holds only what a cluster can.
+    Besides the fixed kinds, the live audit lists every kind of `table` in an API group
+    (found through discovery), so those are audited from files too."""
     group = str(obj.get("apiVersion", "")).rpartition("/")[0]
     kind = obj.get("kind")
-    return isinstance(kind, str) and (group, kind) in _AUDITED and (
-        bool(locations_for(obj)) or is_claim(obj))
+    if not isinstance(kind, str):
+        return False
+    if (group, kind) in _AUDITED:
+        return bool(locations_for(obj)) or is_claim(obj)
+    return (group, kind) in _discovered_keys(table) and bool(locations_for(obj, table))
+
+
+@functools.lru_cache(maxsize=4)
+def _discovered_keys(table: KindTable) -> frozenset[tuple[str, str]]:
+    return frozenset((k.group, k.kind) for k in discovered_kinds(table) if k.resource)
+
+
+def discovered_kinds(table: KindTable) -> list[WorkloadKind]:
+    """The kinds of `table` the fixed tables (BUILT_IN, CUSTOM, Pods) do not list: the live
+    audit finds their version through API discovery. Core-group kinds are not among them
+    (every core kind that carries a pod is built in; discovery of /apis does not cover /api)."""
+    seen = set(_LISTED_RESOURCES)
+    out = []
+    for k in table.kinds:
+        if not k.group or (k.group, k.kind) in _AUDITED or (k.group, k.resource) in seen:
+            continue
+        seen.add((k.group, k.resource))
+        out.append(k)
+    return out
+
+
+def served_versions(api: k8s.ApiClient) -> dict[str, list[str]]:
+    """Every API group the server serves (one `GET /apis`), and its versions: the preferred
+    one first, then the others in the server's order (at most _MAX_VERSIONS). Entries that
+    are not well-formed are left out. Raises ApiException (the server answered an error),
+    HTTPError (it did not answer) and ValueError (the answer is no APIGroupList)."""
+    resp: Any = k8s.ApisApi(api).get_api_versions(_preload_content=False,
+                                                  _request_timeout=(10, 60))
+    try:
+        body = json.loads(resp.data)
+    except (ValueError, UnicodeDecodeError):
+        raise ValueError("the answer is not JSON") from None
+    groups = body.get("groups") if isinstance(body, dict) else None
+    if not isinstance(groups, list):
+        raise ValueError("the answer is no APIGroupList")
+    out: dict[str, list[str]] = {}
+    for group in groups:
+        if not isinstance(group, dict) or not isinstance(group.get("name"), str):
+            continue
+        preferred = group.get("preferredVersion")
+        listed = [preferred, *(group.get("versions") or ())] \
+            if isinstance(group.get("versions"), list) else [preferred]
+        versions: list[str] = []
+        for entry in listed:
+            version = entry.get("version") if isinstance(entry, dict) else None
+            if isinstance(version, str) and _VERSION.match(version) and version not in versions:
+                versions.append(version)
+        if versions:
+            out[group["name"]] = versions[:_MAX_VERSIONS]
+    return out
 
 
 def _locator(file: str, doc: yamlpos.Document, prefix: FieldPath) -> Locator:
@@ -104,6 +174,7 @@ def _locator(file: str, doc: yamlpos.Document, prefix: FieldPath) -> Locator:
 
 class Source(Protocol):
     problems: list[tuple[str, yamlpos.SyntaxProblem]]  # documents the reader refused
+    kinds: KindTable  # the workload-kinds table: what is listed besides the fixed kinds
 
     def cluster_objects(self, warn: Warn) -> sources.ClusterObjects: ...
     def workloads(self, progress: Progress, unavailable: dict[str, str]) -> Batches: ...
@@ -115,6 +186,7 @@ class LiveSource:
         self.api = api
         self.page_size = page_size
         self.server = api.configuration.host
+        self.kinds: KindTable = WORKLOAD_KINDS  # the audit sets the one --workload-kinds gave
 
     @classmethod
     def connect(cls, kubeconfig: str | None, context: str | None, page_size: int) -> LiveSource:
@@ -160,20 +232,55 @@ class LiveSource:
                     warn(f"cannot list {kind} objects: HTTP {exc.status} {exc.reason}")
         return found
 
-    def workloads(self, progress: Progress, unavailable: dict[str, str]) -> Batches:
-        kinds: list[tuple[str, str, Callable[..., Any]]] = [
-            (kind, api_version, getattr(api_class(self.api), method))
-            for kind, api_version, api_class, method in BUILT_IN
-        ]
+    def _kinds(self, unavailable: dict[str, str]) -> Iterator[tuple[str, str, Callable[..., Any]]]:
+        """(kind, apiVersion, list function) in listing order: the built-in kinds, the fixed
+        custom kinds, the other kinds of the kind table (versions from API discovery, asked
+        only once the earlier kinds are listed), then Pods. A kind comes once per version to
+        try; the first version the server serves it under is the one listed."""
+        for kind, api_version, api_class, method in BUILT_IN:
+            yield kind, api_version, getattr(api_class(self.api), method)
         custom = k8s.CustomObjectsApi(self.api)
         for kind, group, versions, plural in CUSTOM:
             for version in versions:
-                kinds.append((kind, f"{group}/{version}", functools.partial(
-                    custom.list_cluster_custom_object, group, version, plural)))
+                yield kind, f"{group}/{version}", functools.partial(
+                    custom.list_cluster_custom_object, group, version, plural)
+        for entry, version in self._discovered(unavailable):
+            yield entry.kind, f"{entry.group}/{version}", functools.partial(
+                custom.list_cluster_custom_object, entry.group, version, entry.resource)
         kind, api_version, api_class, method = PODS
-        kinds.append((kind, api_version, getattr(api_class(self.api), method)))
+        yield kind, api_version, getattr(api_class(self.api), method)
+
+    def _discovered(self, unavailable: dict[str, str]) -> Iterator[tuple[WorkloadKind, str]]:
+        """Each kind of the table the fixed lists leave out, with each version its group is
+        served under (preferred first). A group the server does not serve: none of that kind,
+        as a CRD that is not installed. Discovery failing is reported, not fatal."""
+        kinds = discovered_kinds(self.kinds)
+        for entry in kinds:
+            if not entry.resource:
+                unavailable[f"{entry.kind} ({entry.group})"] = (
+                    "the workload-kinds table gives no resource (plural) to list it by")
+        kinds = [k for k in kinds if k.resource]
+        if not kinds:
+            return
+        try:
+            served = served_versions(self.api)
+        except ApiException as exc:
+            why = f"HTTP {exc.status} {exc.reason}"
+        except ValueError as exc:
+            why = str(exc)
+        except HTTPError as exc:
+            raise ClusterError(f"cannot reach the API server at {self.server}: {exc}") from None
+        else:
+            for entry in kinds:
+                for version in served.get(entry.group, ()):
+                    yield entry, version
+            return
+        unavailable[_DISCOVERY] = f"{why}; not listed: " + ", ".join(
+            f"{k.kind} ({k.group})" for k in kinds)
+
+    def workloads(self, progress: Progress, unavailable: dict[str, str]) -> Batches:
         served: set[str] = set()
-        for kind, api_version, func in kinds:
+        for kind, api_version, func in self._kinds(unavailable):
             group = api_version.rpartition("/")[0]
             if f"{group}/{kind}" in served:
                 continue  # already listed under an earlier version
@@ -246,7 +353,7 @@ class FileSource:
                     self.problems.append((str(file), item))
                     continue
                 for prefix, obj in item.objects():
-                    if audited_kind(obj):
+                    if audited_kind(obj, self.kinds):
                         yield str(obj["kind"]), [(obj, _locator(str(file), item, prefix))]
                     elif why := unlisted_pod_template(obj, self.kinds):
                         meta = obj.get("metadata")

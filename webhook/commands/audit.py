@@ -1,10 +1,12 @@
 """`gpupolicy audit [PATH ...]`: what the policies would do to every workload already there.
 
-Against a live cluster (kubeconfig or in-cluster), every workload kind of DESIGN.md §2.1 and
-every Pod is listed page by page (`limit`/`continue`) and streamed through the engine, so
-memory does not grow with the cluster. Offline, files (a `kubectl get ... -o yaml` dump, Helm
-output) stand in for the cluster: Namespace, Node and GPUPolicy documents among them play the
-part of the cluster's own, and the report is the same as for a cluster holding those objects.
+Against a live cluster (kubeconfig or in-cluster), every workload kind of DESIGN.md §2.1, every
+other kind of the workload-kinds table (`--workload-kinds` included; its version found through
+API discovery) and every Pod is listed page by page (`limit`/`continue`) and streamed through
+the engine, so memory does not grow with the cluster. Offline, files (a `kubectl get ... -o
+yaml` dump, Helm output) stand in for the cluster: Namespace, Node and GPUPolicy documents
+among them play the part of the cluster's own, and the report is the same as for a cluster
+holding those objects.
 
 Pods are reported as pods (what runs); ResourceClaims and ResourceClaimTemplates (DRA) as
 claims; every other kind as a template. A ReplicaSet owned by a Deployment and a Job owned by
@@ -64,8 +66,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         source: Source = (FileSource(args.paths) if args.paths
                           else LiveSource.connect(args.kubeconfig, args.context, args.page_size))
         context = build_context(args, source, warn)
-        if isinstance(source, FileSource):
-            source.kinds = context.workload_kinds
+        source.kinds = context.workload_kinds  # --workload-kinds kinds are listed too
         progress = Progress(stderr, enabled=_progress_on(args.progress, stderr))
         collector = audit(source, context, progress, passes=args.report_passes)
     except (ClusterError, sources.SourceError, PolicyLoadError) as exc:

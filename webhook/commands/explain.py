@@ -35,7 +35,7 @@ from policies.loading import PolicyLoadError
 from policies.paths import to_display
 from policies.workloads import unlisted_pod_template
 from webhook.cluster.client import ClusterError
-from webhook.cluster.listing import BUILT_IN, CUSTOM, LiveSource
+from webhook.cluster.listing import BUILT_IN, CUSTOM, LiveSource, discovered_kinds, served_versions
 from webhook.commands import options
 from webhook.inputs import sources
 
@@ -106,6 +106,7 @@ def _load(args: argparse.Namespace, warn: Any) -> tuple[list[dict[str, Any]], Co
                    or kinds.find(o) is not None or unlisted_pod_template(o, kinds)]
         return objects, context, {}
     live = LiveSource.connect(args.kubeconfig, args.context, 500)
+    live.kinds = sources.load_workload_kinds(getattr(args, "workload_kinds", None))
     obj = fetch(live, args.target)
     context, warnings = sources.build_context(args, live.cluster_objects(warn))
     for line in warnings:
@@ -144,9 +145,21 @@ def _read(live: LiveSource, kind: str, namespace: str, name: str) -> dict[str, A
     else:
         # by kind or by plural (resourceclaimtemplate/ml/x, resourceclaimtemplates/ml/x)
         custom = {name: (k, g, vs, p) for k, g, vs, p in CUSTOM for name in (p, k.lower())}
-        if kind not in custom:
+        # the table's other kinds (--workload-kinds): their versions from API discovery
+        table = {name: k for k in discovered_kinds(live.kinds) if k.resource
+                 for name in (k.resource, k.kind.lower())}
+        if kind in custom:
+            real, group, versions, plural = custom[kind]
+        elif kind in table:
+            real, group, plural = table[kind].kind, table[kind].group, table[kind].resource
+            try:
+                versions = tuple(served_versions(live.api).get(group, ()))
+            except ValueError as exc:
+                raise ClusterError(f"API discovery (GET /apis): {exc}") from None
+            if not versions:
+                raise ClusterError(f"{real}: the cluster serves no API group {group}")
+        else:
             raise ClusterError(f"unknown kind {kind!r}")
-        real, group, versions, plural = custom[kind]
         api = k8s.CustomObjectsApi(live.api)
         resp = None
         for version in versions:
