@@ -6,6 +6,7 @@ test_match_conditions.py; the image: test_image.py.)"""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -17,6 +18,7 @@ from tests.chart.test_render import K8S_VERSION
 from tests.chart.test_webhooks import KIND_RESOURCES
 from webhook.cluster.listing import BUILT_IN, CUSTOM, PODS
 from webhook.cluster.watch import WATCHED
+from webhook.inputs.sources import load_workload_kinds
 
 SERVER_SA = {"kind": "ServiceAccount", "name": "rel-gpupolicy", "namespace": "gpu-system"}
 
@@ -62,20 +64,27 @@ def test_dra_objects_are_read_and_never_written(role: str, resource: str,
     assert _grants(found)[("resource.k8s.io", resource)] == verbs
 
 
-def _audit_reads() -> set[tuple[str, str]]:
-    """(group, resource) of every list `gpupolicy audit` makes (webhook/cluster/listing.py)."""
+def _audit_reads(objects: tuple[dict[str, Any], ...], tmp: Path) -> set[tuple[str, str]]:
+    """(group, resource) of every list `gpupolicy audit` makes (webhook/cluster/listing.py),
+    given the kind table the chart renders for the server (the audit lists every kind of it)."""
     reads = {KIND_RESOURCES[f"{api.rpartition('/')[0]}/{kind}"] for kind, api, _, _ in BUILT_IN}
     reads |= {(group, plural) for _, group, _, plural in CUSTOM}
+    [config] = [o for o in objects if o["kind"] == "ConfigMap"
+                and o["metadata"]["name"].endswith("-workload-kinds")]
+    table = tmp / "workload-kinds.yaml"
+    table.write_text(config["data"]["workload-kinds.yaml"])
+    reads |= {(k.group, k.resource) for k in load_workload_kinds(table).kinds if k.resource}
     assert PODS[0] == "Pod"
     return reads | {("", "pods"), *WATCHED}
 
 
 @pytest.mark.parametrize("values", CI_VALUES)
-def test_audit_role_lists_exactly_what_the_audit_reads(values: str) -> None:
-    role = _named(render(values), "ClusterRole", "rel-gpupolicy-audit")
+def test_audit_role_lists_exactly_what_the_audit_reads(values: str, tmp_path: Path) -> None:
+    objects = render(values)
+    role = _named(objects, "ClusterRole", "rel-gpupolicy-audit")
     assert role is not None
     grants = _grants(role)
-    assert set(grants) == _audit_reads()
+    assert set(grants) == _audit_reads(objects, tmp_path)
     assert all(verbs == ["list"] for verbs in grants.values())
 
 
@@ -331,3 +340,18 @@ def test_shutdown_values_that_would_cut_admissions_fail(args: tuple[str, ...],
     result = template(*args)
     assert result.returncode != 0
     assert message in result.stderr
+
+
+CUSTOM_KIND = ('[{"name": "gpujobs", "apiGroups": ["example.com"], "resources": ["gpujobs"], '
+               '"kinds": ["GPUJob"], "podSpecPaths": ["spec.template.spec"]}]')
+
+
+def test_audit_role_follows_workload_kinds_the_values_add(tmp_path: Path) -> None:
+    """A kind the chart's table adds is listed by the audit, so the role may list it; the
+    bundled kinds stay listable even when the values replace the table."""
+    objects = render("default", ("--set-json", f"webhooks.workloadKinds={CUSTOM_KIND}"))
+    role = _named(objects, "ClusterRole", "rel-gpupolicy-audit")
+    assert role is not None
+    grants = _grants(role)
+    assert ("example.com", "gpujobs") in grants
+    assert set(grants) == _audit_reads(objects, tmp_path)
