@@ -58,6 +58,9 @@ def _pod_verdicts(view: PodView, inventory: Inventory, dra: DraInventory,
                               if r in pool.dra_served and v > 0 and v == int(v)))
         made = _served_claim(dra, served)
         with_served = claims if made is None else (*claims, made)
+        if not with_served:  # nothing for DRA to allocate on these nodes
+            out.append(verdict)
+            continue
         found = [_checked(with_served, g, dra, budget) for g in _groups(pool, dra)]
         if not found:
             reasons: tuple[str, ...] = (NO_DEVICES,)
@@ -67,6 +70,13 @@ def _pod_verdicts(view: PodView, inventory: Inventory, dra: DraInventory,
             reasons = min((g.reasons for g in found), key=len)
         out.append(replace(verdict, reasons=verdict.reasons + reasons, relevant=bool(found)))
     return out
+
+
+def asks_dra_served(view: PodView, dra: DraInventory) -> bool:
+    """The pod asks for an extended resource some DeviceClass serves (nvidia.com/gpu on the
+    NVIDIA driver's gpu.nvidia.com): on the nodes DRA serves it, the devices are allocated
+    as a claim is, counters and all."""
+    return any(v > 0 and name in dra.extended for name, v in view.demand.totals.items())
 
 
 def claim_verdicts(claim: Claim, dra: DraInventory) -> list[GroupVerdict]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from policies.claimfit import judged
+from policies.claimfit import asks_dra_served, judged, pod_verdicts
 from policies.context import Context
 from policies.decision import Finding
 from policies.hardware import PoolVerdict, any_fits, closest, verdicts
@@ -29,13 +29,19 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     inventory = context.inventory
     if not rules.require_hardware_match or inventory is None or not view.demand.gpu:
         return
-    if view.demand.claims and judged(inventory) is not None:
+    dra = judged(inventory)
+    if dra is not None and view.demand.claims:
         return  # dra-no-matching-device judges the pod, claims and all
     allowed = context.allowed_models(view.namespace)
     bound = view.spec.get("nodeName")
     if isinstance(bound, str) and (node := inventory.node(bound)) is not None \
             and node.unschedulable:
         return  # a cordoned node joins no pool, yet the kubelet runs a pod bound to it
+    if dra is not None and asks_dra_served(view, dra):
+        results = pod_verdicts(view, inventory, dra, allowed)
+        if not any(v.fits for v in results):
+            yield Finding(ID, message(results), view.containers_path)
+        return
     if any_fits(view, inventory.pools, allowed_models=allowed):
         return
     yield Finding(ID, message(verdicts(view, inventory.pools, allowed_models=allowed)),
