@@ -18,7 +18,7 @@ from typing import Any
 
 from policies.decision import Finding
 from policies.display import shown
-from policies.dra.demand import claims_gpu
+from policies.dra.demand import by_name, claims_gpu
 from policies.model import GPUPolicy
 from policies.patch import Patch, PatchConflict
 from policies.paths import FieldPath
@@ -254,9 +254,10 @@ def well_formed_term(term: Any) -> bool:
 
 
 def _hide_devices(patch: Patch, demand: PodDemand, by: str) -> None:
+    named = by_name(demand.claims)
     for container in demand.containers:
         if container.gpu or container.role == "ephemeral" \
-                or claims_gpu(container.spec, demand.claims):
+                or claims_gpu(container.spec, named):
             continue
         env = container.spec.get("env")
         if not absent_or(env, ("list", None)):

@@ -5,7 +5,7 @@ demand, so the pod is a GPU pod and the policies' injections apply to it (DESIGN
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,10 +42,13 @@ def claim_uses(spec: Mapping[str, Any], prefix: FieldPath, namespace: str, claim
     if not claims:
         return ()
     found = []
+    demands: dict[int, tuple[Demand, ...]] = {}  # one claim named many times: worked out once
     for path, own, key in references(spec, prefix, namespace):
         claim = claims.get(key)
         if claim is not None:
-            found.append(ClaimUse(path, own, claim, tuple(gpu_demand(claim, dra))))
+            if id(claim) not in demands:
+                demands[id(claim)] = tuple(gpu_demand(claim, dra))
+            found.append(ClaimUse(path, own, claim, demands[id(claim)]))
     return tuple(found)
 
 
@@ -79,19 +82,24 @@ def devices(uses: Iterable[ClaimUse], kind: GpuKind) -> int:
     return sum(u.devices(kind) for u in uses)
 
 
-def container_devices(container: Mapping[str, Any], uses: Iterable[ClaimUse],
+def by_name(uses: Iterable[ClaimUse]) -> dict[str, ClaimUse]:
+    """A pod's claims by the name its containers use, made once per pod (not per container:
+    a hostile pod may list thousands of both)."""
+    return {u.name: u for u in uses}
+
+
+def container_devices(container: Mapping[str, Any], named: Mapping[str, ClaimUse],
                       kind: GpuKind) -> int:
     """Devices of `kind` a container is given: those of the claims (or of the one request of
-    a claim) it lists in resources.claims."""
+    a claim) it lists in resources.claims; `named` is `by_name` of the pod's claims."""
     resources = container.get("resources")
     listed = resources.get("claims") if isinstance(resources, dict) else None
     if not isinstance(listed, list):
         return 0
-    by_name = {u.name: u for u in uses}
     total = 0
     for entry in listed:
         name = entry.get("name") if isinstance(entry, dict) else None
-        use = by_name.get(name) if isinstance(name, str) else None
+        use = named.get(name) if isinstance(name, str) else None
         if use is None:
             continue
         request = entry.get("request")
@@ -99,9 +107,9 @@ def container_devices(container: Mapping[str, Any], uses: Iterable[ClaimUse],
     return total
 
 
-def claims_gpu(container: Mapping[str, Any], uses: Sequence[ClaimUse]) -> bool:
+def claims_gpu(container: Mapping[str, Any], named: Mapping[str, ClaimUse]) -> bool:
     """The container is given GPUs or MIG devices by a claim it lists in resources.claims."""
-    if not uses:
+    if not named:
         return False
-    return (container_devices(container, uses, "gpu") > 0
-                           or container_devices(container, uses, "mig") > 0)
+    return (container_devices(container, named, "gpu") > 0
+            or container_devices(container, named, "mig") > 0)

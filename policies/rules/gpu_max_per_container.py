@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from policies.context import Context
 from policies.decision import Finding
-from policies.dra.demand import container_devices
+from policies.dra.demand import by_name, container_devices
 from policies.model import GPUPolicy
 from policies.resources import WHOLE_DEVICE
 from policies.view import PodView
@@ -25,6 +25,7 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     limit = policy.spec.rules.max_gpus_per_container
     if limit is None:
         return
+    named = by_name(view.demand.claims)
     for container in view.demand.containers:
         for name, amount in container.amounts.items():
             if name in WHOLE_DEVICE and amount.value > limit:
@@ -32,7 +33,7 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
                     ID, f"container {container.name!r} asks for {amount.value} {name}; "
                     f"at most {limit} allowed", amount.path,
                 )
-        claimed = container_devices(container.spec, view.demand.claims, "gpu")
+        claimed = container_devices(container.spec, named, "gpu")
         if claimed > limit:
             yield Finding(ID, f"container {container.name!r} is given {claimed} GPUs by the "
                           f"ResourceClaims it lists; at most {limit} allowed",

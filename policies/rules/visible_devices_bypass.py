@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from policies.context import Context
 from policies.decision import Finding
 from policies.display import shown
-from policies.dra.demand import claims_gpu
+from policies.dra.demand import by_name, claims_gpu
 from policies.model import GPUPolicy
 from policies.view import PodView
 
@@ -27,8 +27,9 @@ NO_DEVICES = frozenset({"none", "void", ""})
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     if not policy.spec.rules.deny_visible_devices_bypass:
         return
+    named = by_name(view.demand.claims)
     for container in view.demand.containers:
-        if container.gpu or claims_gpu(container.spec, view.demand.claims):
+        if container.gpu or claims_gpu(container.spec, named):
             continue
         env = container.spec.get("env")
         for index, var in enumerate(env if isinstance(env, list) else ()):

@@ -68,3 +68,35 @@ def test_all_counts_every_matching_device_of_the_best_group() -> None:
     demand = gpu_demand(claim, inventory(CLUSTER))
     assert [(d.request.name, d.kind, d.count) for d in demand] == [
         ("all", "gpu", 8), ("two", "mig", 2)]
+
+
+def test_a_pod_with_thousands_of_claims_costs_what_its_size_does() -> None:
+    """Anyone who can create a Pod writes its claims: the work grows with the pod's size, not
+    with claims times containers."""
+    import time
+
+    from policies.engine import review
+    from tests.engine.casetable import Case, context_for
+
+    case = Case(id="x", object={}, policies=("defaults",), namespace="ml-train",
+                inventory="dra-fleet", allowed=True, rules=frozenset())
+    context = context_for(case)
+
+    def pod(n: int) -> dict[str, object]:
+        refs = [{"name": f"c{i}", "resourceClaimTemplateName": "one-gpu"} for i in range(n)]
+        containers = [{"name": f"k{j}", "image": "x", "resources": {"claims": [
+            {"name": f"c{(j * 7 + k) % n}"} for k in range(5)]}} for j in range(n // 3)]
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"resourceClaims": refs, "containers": containers}}
+
+    def cost(n: int) -> float:
+        obj = pod(n)
+        started = time.perf_counter()
+        decision = review(obj, context, namespace="ml-train")
+        assert not decision.allowed  # n one-GPU claims fit no node
+        return time.perf_counter() - started
+
+    small, large = min(cost(400) for _ in range(3)), min(cost(1600) for _ in range(3))
+    # four times the claims and the containers (of five entries each): linear work is about
+    # 4x; looking every container's claims up afresh (claims x containers) would be 16x
+    assert large < small * 8, (small, large)
