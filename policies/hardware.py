@@ -320,7 +320,7 @@ def _shared_memory(need: _Need, pool: Pool) -> Iterator[str]:
     if model is not None:
         for container, name, mb in need.memory_mb:
             if mb > model.memory_mib:
-                yield (f"{name} {mb} MB of container {container!r} is more "
+                yield (f"{name} {mb} MB of container {shown(container)} is more "
                        f"than one {model.name} has ({model.memory_mib} MiB)")
 
 

@@ -44,12 +44,12 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
             here = (*container.path, "resources", "claims", index)
             if not isinstance(name, str) or name not in names:
                 listed = ", ".join(sorted(names)) or "empty"
-                yield Finding(ID, f"container {container.name!r}: resources.claims[{index}]."
+                yield Finding(ID, f"container {shown(container.name)}: resources.claims[{index}]."
                               f"name {shown(name)} must be one of the names in "
                               f"spec.resourceClaims ({listed})", (*here, "name"))
             elif isinstance(request, str) and request and name in requests \
                     and request not in requests[name]:
-                yield Finding(ID, f"container {container.name!r}: request {request} is not a "
+                yield Finding(ID, f"container {shown(container.name)}: request {request} is not a "
                               f"request of the claim {name} names ("
                               f"{', '.join(sorted(requests[name])) or 'none'}): the pod "
                               "cannot start", (*here, "request"))

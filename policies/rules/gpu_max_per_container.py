@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from policies.context import Context
 from policies.decision import Finding
+from policies.display import shown
 from policies.dra.demand import by_name, container_devices
 from policies.model import GPUPolicy
 from policies.resources import WHOLE_DEVICE
@@ -30,11 +31,11 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
         for name, amount in container.amounts.items():
             if name in WHOLE_DEVICE and amount.value > limit:
                 yield Finding(
-                    ID, f"container {container.name!r} asks for {amount.value} {name}; "
+                    ID, f"container {shown(container.name)} asks for {amount.value} {name}; "
                     f"at most {limit} allowed", amount.path,
                 )
         claimed = container_devices(container.spec, named, "gpu")
         if claimed > limit:
-            yield Finding(ID, f"container {container.name!r} is given {claimed} GPUs by the "
+            yield Finding(ID, f"container {shown(container.name)} is given {claimed} GPUs by the "
                           f"ResourceClaims it lists; at most {limit} allowed",
                           (*container.path, "resources", "claims"))

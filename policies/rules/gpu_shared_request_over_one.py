@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from policies.context import Context
 from policies.decision import Finding
+from policies.display import shown
 from policies.model import GPUPolicy
 from policies.view import PodView
 
@@ -26,7 +27,7 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
         amount = container.amounts.get(NAME)
         if amount is not None and amount.value > 1:
             yield Finding(
-                ID, f"container {container.name!r} asks for {amount.value} {NAME}: a replica is "
-                "access to a GPU, not a share of it; ask for 1 (more fails under MPS)",
+                ID, f"container {shown(container.name)} asks for {amount.value} {NAME}: a "
+                "replica is access to a GPU, not a share of it; ask for 1 (more fails under MPS)",
                 amount.path, level="warning",
             )

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from policies.context import Context
 from policies.decision import Finding
+from policies.display import shown
 from policies.model import GPUPolicy
 from policies.resources import mig_profile
 from policies.view import PodView
@@ -26,6 +27,6 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
         total = sum(a.value for a in mig.values())
         if total > 1:
             yield Finding(
-                ID, f"container {container.name!r} asks for {total} MIG devices; only one is "
+                ID, f"container {shown(container.name)} asks for {total} MIG devices; only one is "
                 "visible to it", next(iter(mig.values())).path, level="warning",
             )

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from policies.context import Context
 from policies.decision import Finding
+from policies.display import shown
 from policies.model import GPUPolicy
 from policies.view import PodView
 
@@ -25,6 +26,6 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
         context_ = container.spec.get("securityContext")
         if isinstance(context_, dict) and context_.get("privileged") is True:
             yield Finding(
-                ID, f"container {container.name!r} is privileged in a GPU pod; it would see "
+                ID, f"container {shown(container.name)} is privileged in a GPU pod; it would see "
                 "every GPU of the node", (*container.path, "securityContext", "privileged"),
             )

@@ -12,6 +12,7 @@ from fractions import Fraction
 
 from policies.context import Context
 from policies.decision import Finding
+from policies.display import shown
 from policies.model import GPUPolicy
 from policies.resources import SHARED_FAMILIES
 from policies.view import PodView
@@ -37,7 +38,7 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
             amount = container.amounts.get(name)
             if amount is not None and amount.value * factor > limit:
                 yield Finding(
-                    ID, f"container {container.name!r} asks for {amount.value} {name} "
+                    ID, f"container {shown(container.name)} asks for {amount.value} {name} "
                     f"({float(amount.value * factor):.1f} GiB); at most {limit} GiB allowed",
                     amount.path,
                 )

@@ -39,7 +39,7 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
             value = raw if isinstance(raw, str) else "" if raw is None else shown(raw)
             if value.strip().lower() not in NO_DEVICES:
                 yield Finding(
-                    ID, f"container {container.name!r} requests no GPU but sets {NAME}={value}: "
-                    "request a GPU resource or set it to none",
+                    ID, f"container {shown(container.name)} requests no GPU but sets "
+                    f"{NAME}={value}: request a GPU resource or set it to none",
                     (*container.path, "env", index, "value"),
                 )

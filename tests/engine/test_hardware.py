@@ -90,7 +90,7 @@ def reasons(pod: dict[str, Any]) -> dict[str, list[str]]:
                                      "volcano.sh/vgpu-memory": 8000}}]}, "vgpu", []),
         ({"containers": [{"limits": {"volcano.sh/vgpu-number": 1,
                                      "volcano.sh/vgpu-memory": 30000}}]}, "vgpu",
-         ["volcano.sh/vgpu-memory 30000 MB of container 'c0' is more than one NVIDIA-L4 has "
+         ['volcano.sh/vgpu-memory 30000 MB of container "c0" is more than one NVIDIA-L4 has '
           "(23034 MiB)"]),
     ],
 )

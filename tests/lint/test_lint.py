@@ -131,7 +131,7 @@ def test_github_annotations() -> None:
     run = gpupolicy(*BASE, "--format", "github", cwd=MANIFESTS)
     lines = run.out.splitlines()
     assert "::error file=training.yaml,line=20,col=15,title=gpu-max-per-container (training)::" \
-        "container 'main' asks for 3 nvidia.com/gpu; at most 2 allowed " \
+        'container "main" asks for 3 nvidia.com/gpu; at most 2 allowed ' \
         "[spec.template.spec.containers[0].resources.limits['nvidia.com/gpu']]" in lines
     assert sum(line.startswith("::warning ") for line in lines) == 2
 
