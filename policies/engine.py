@@ -33,7 +33,13 @@ from policies.rules import (
     visible_devices_bypass,
 )
 from policies.view import ClaimView, PodView, targeted_products
-from policies.workloads import Carrier, carriers, metadata_path, unlisted_pod_template
+from policies.workloads import (
+    POD_FIELDS,
+    Carrier,
+    carriers,
+    metadata_path,
+    unlisted_pod_template,
+)
 
 _MODE_RANK = {"Enforce": 0, "Warn": 1, "Audit": 2}
 CLAIM_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
@@ -230,8 +236,8 @@ def _get(obj: Any, path: FieldPath) -> Any:
 def _not_injected(views: Sequence[PodView], policies: Sequence[GPUPolicy]) -> Iterator[str]:
     """Say where a GPU pod spec's kind has no place for what the policies inject."""
     for view in views:
-        if not view.demand.gpu:
-            continue
+        if view.pod_fields >= POD_FIELDS or not view.demand.gpu:
+            continue  # a kind with every pod-level field takes every injection
         missing = [name for name in plan_for(policies).fields if name not in view.pod_fields]
         if missing:
             yield (f"{to_display(view.prefix)}: {view.kind} has no {', '.join(missing)} "
