@@ -79,6 +79,22 @@ def asks_dra_served(view: PodView, dra: DraInventory) -> bool:
     return any(v > 0 and name in dra.extended for name, v in view.demand.totals.items())
 
 
+def allocation_text(verdict: GroupVerdict, claim: Claim) -> str:
+    """What a fitting group's first allocation takes, per request in the claim's order:
+    "gpu: gpu-0, gpu-1", with the firstAvailable alternative chosen ("accel (accel/h100):
+    gpu-0")."""
+    order = {s.name: i for i, s in enumerate(claim.requests)}
+    parts = []
+    for slot, taken in sorted(verdict.allocated.items(),
+                              key=lambda item: order.get(item[0].rpartition("/")[2], 0)):
+        chosen = verdict.chosen.get(slot, "")
+        label = slot.rpartition("/")[2] if "/" in slot else slot
+        alt = f" ({chosen})" if chosen and chosen != label else ""
+        names = ", ".join(d.name for d in taken[:8]) + (" ..." if len(taken) > 8 else "")
+        parts.append(f"{label}{alt}: {names}")
+    return "; ".join(parts)
+
+
 def claim_verdicts(claim: Claim, dra: DraInventory) -> list[GroupVerdict]:
     """A claim on its own: each node group and why it cannot allocate the claim."""
     budget = Budget()

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from policies.claimfit import claim_verdicts, judged, pod_verdicts
+from policies.claimfit import allocation_text, claim_verdicts, judged, pod_verdicts
 from policies.cluster import ClusterFinding, ClusterView
 from policies.context import Context
 from policies.decision import Decision, Finding, Violation
@@ -104,7 +104,8 @@ def explain(
     if is_claim(obj):
         claim = parse_claim(obj)
         return [] if dra is None else [((*claim.base, "devices"), [
-            PoolVerdict(f"node {v.group}", len(v.nodes), "", v.reasons)
+            PoolVerdict(f"node {v.group}", len(v.nodes), "", v.reasons,
+                        allocation=allocation_text(v, claim))
             for v in claim_verdicts(claim, dra)])]
     specs = list(carriers(obj, context.workload_kinds))
     policies = context.governing(ns)

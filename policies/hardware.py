@@ -37,6 +37,9 @@ class PoolVerdict:
     # The pool advertises some accelerator resource the pod asks for: among pools failing as
     # many checks, these are the closer ones.
     relevant: bool = True
+    # DRA, when it fits: what the first allocation found takes ("gpu: gpu-0, gpu-1";
+    # "accel (accel/h100): gpu-0"), the firstAvailable alternative chosen included.
+    allocation: str = ""
 
     @property
     def fits(self) -> bool:

@@ -245,12 +245,29 @@ def test_claim_text_names_each_group_and_exits_one_when_none_fits(tmp_path):
     assert out.splitlines()[:4] == [
         "ResourceClaimTemplate ml/four  (policies: gpu-defaults)",
         "  devices spec.spec.devices: fits 1 of 2 node groups",
-        "    node h100-1: fits",
+        "    node h100-1: fits, taking gpu: gpu-0, gpu-1, gpu-2, gpu-3",
         "    node l4-1 and 1 more alike: 2 devices match class gpu.nvidia.com, the claim asks "
         "for 4",
     ]
     assert "ResourceClaim ml/two  (policies: gpu-defaults)\n  devices spec.devices: fits NO " \
            "node group\n    node h100-1: claim two request slice: 0 devices" in out
+
+
+# claim case -> node group -> what its first allocation takes (the alternative chosen too)
+ALLOCATIONS = {
+    "template-fits-one-group": {"node h100-1": "gpu: gpu-0, gpu-1, gpu-2, gpu-3",
+                                "node l4-1": None},
+    "first-available": {"node h100-1": "gpu (gpu/big): gpu-0, gpu-1, gpu-2, gpu-3",
+                        "node l4-1": "gpu (gpu/small): gpu-0, gpu-1"},
+}
+
+
+@pytest.mark.parametrize("case", list(ALLOCATIONS))
+def test_a_fitting_group_says_what_it_would_take(tmp_path, case):
+    _, (answer,) = _explain_file(tmp_path, [CLAIM_CASES[case][0]], "--inventory", str(DRA))
+    (devices,) = answer["devices"]
+    taken = {p["pool"]: p.get("allocation") for p in devices["pools"]}
+    assert taken == ALLOCATIONS[case]
 
 
 def test_claim_without_dra_inventory_says_what_is_missing(tmp_path):

@@ -198,7 +198,9 @@ def answer(obj: dict[str, Any], context: Context, namespace: str | None,
             "path": to_display(path) or "(pod)",
             "fits": any(v.fits for v in verdicts),
             "pools": [{"pool": v.pool, "nodes": v.nodes, "model": v.model, "fits": v.fits,
-                       "reasons": list(v.reasons)} for v in verdicts],
+                       "reasons": list(v.reasons),
+                       **({"allocation": v.allocation} if v.allocation else {})}
+                      for v in verdicts],
         })
     return {
         "kind": obj.get("kind"), "namespace": ns, "name": meta.get("name"),
@@ -231,7 +233,8 @@ def _render_claim(a: dict[str, Any]) -> list[str]:
             alike = f" and {p['nodes'] - 1} more alike" if p["nodes"] > 1 else ""
             head = f"    {p['pool']}{alike}: "
             if p["fits"]:
-                lines.append(head + "fits")
+                taken = p.get("allocation")
+                lines.append(head + "fits" + (f", taking {taken}" if taken else ""))
             else:
                 lines.append(head + p["reasons"][0])
                 lines.extend(f"{' ' * 6}- {r}" for r in p["reasons"][1:])
