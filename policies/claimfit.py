@@ -18,7 +18,6 @@ from policies.hardware import PoolVerdict, pool_verdicts
 from policies.inventory import Inventory, Pool
 from policies.view import PodView
 
-MEMO_LIMIT = 4096
 NO_DEVICES = "no ResourceSlice publishes devices for these nodes"
 
 
@@ -106,22 +105,16 @@ def _served_claim(dra: DraInventory, served: tuple[tuple[str, int], ...]) -> Cla
     amount asked (so that _checked's verdicts on it are kept too)."""
     if not served:
         return None
-    key = ("served_claim", served)
-    made: Claim | None = dra.memo.get(key)
-    if made is None:
-        made = extended_claim(dra, dict(served))
-        if len(dra.memo) < MEMO_LIMIT:  # amounts come from pods: keep the memo bounded
-            dra.memo[key] = made
-    return made
+    return dra.remember(("served_claim", served), lambda: extended_claim(dra, dict(served)))
 
 
 def _groups(pool: Pool, dra: DraInventory) -> tuple[NodeGroup, ...]:
     """The DRA node groups of a pool's nodes, looked up once per pool object."""
     key = ("groups", id(pool))
-    entry = dra.memo.get(key)
+    entry = dra.recall(key)
     if entry is None or entry[0] is not pool:
         groups = {g.name: g for n in pool.node_names if (g := dra.group_of(n)) is not None}
-        entry = dra.memo[key] = (pool, tuple(groups.values()))
+        entry = dra.keep(key, (pool, tuple(groups.values())))
     found: tuple[NodeGroup, ...] = entry[1]
     return found
 
@@ -131,15 +124,11 @@ def _checked(claims: tuple[Claim, ...], group: NodeGroup, dra: DraInventory,
     """A group's verdict on these claims, kept while the inventory lasts: the webhook's
     claims are parsed once, so the same objects come back pod after pod."""
     key = ("checked", group.name, tuple(map(id, claims)))
-    entry = dra.memo.get(key)
+    entry = dra.recall(key)
     if entry is not None and all(a is b for a, b in zip(entry[0], claims, strict=True)):
         found: GroupVerdict = entry[1]
         return found
-    if len(dra.memo) >= MEMO_LIMIT:
-        # list() copies the keys in one step: other threads may be adding meanwhile.
-        for stale in [k for k in list(dra.memo) if k[0] == "checked"]:
-            dra.memo.pop(stale, None)
     found = check_group(claims, group, dra, budget)
     if not found.undecided:  # a verdict cut short by the budget is not worth keeping
-        dra.memo[key] = (claims, found)
+        dra.keep(key, (claims, found))
     return found

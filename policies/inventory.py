@@ -11,6 +11,7 @@ Cordoned nodes (spec.unschedulable) are listed in `Inventory.nodes` but join no 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -188,11 +189,11 @@ def _served_by_dra(node: Node, dra: DraInventory) -> Node:
     added = {}
     for resource in dra.extended:
         if node.allocatable.get(resource, 0) <= 0:
-            key = ("offered", resource, group.name)  # nodes of one group offer alike
-            if key not in dra.memo:
-                dra.memo[key] = offered(dra, resource, group)
-            if dra.memo[key] > 0:
-                added[resource] = dra.memo[key]
+            # nodes of one group offer alike
+            count = dra.remember(("offered", resource, group.name),
+                                 functools.partial(offered, dra, resource, group))
+            if count > 0:
+                added[resource] = count
     if not added:
         return node
     return replace(node, allocatable={**node.allocatable, **added},

@@ -73,8 +73,7 @@ def gpu_demand(claim: Claim, inventory: DraInventory | None = None) -> list[Dema
         kind = gpu_kind(request.class_name, inventory)
         count = request.count
         if request.mode == "All" and inventory is not None:
-            count = max((_matching(request.class_name, inventory, g.name)
-                         for g in inventory.groups), default=0)
+            count = _most_matching(request, inventory)
         out.append(Demand(request, kind, count))
     return out
 
@@ -82,11 +81,8 @@ def gpu_demand(claim: Claim, inventory: DraInventory | None = None) -> list[Dema
 def gpu_kind(class_name: str, inventory: DraInventory | None = None) -> GpuKind | None:
     if inventory is None:
         return _gpu_kind(class_name, None)
-    key = ("gpu_kind", class_name)
-    if key not in inventory.memo:  # every device of the class is looked at: once per inventory
-        inventory.memo[key] = _gpu_kind(class_name, inventory)
-    kind: GpuKind | None = inventory.memo[key]
-    return kind
+    # every device of the class is looked at: once per inventory
+    return inventory.remember(("gpu_kind", class_name), lambda: _gpu_kind(class_name, inventory))
 
 
 def _gpu_kind(class_name: str, inventory: DraInventory | None) -> GpuKind | None:
@@ -121,14 +117,22 @@ def _device_kind(driver: str, attributes: Mapping[str, object]) -> GpuKind | Non
     return None
 
 
-def _matching(class_name: str, inventory: DraInventory, group_name: str) -> int:
-    cls = inventory.classes.get(class_name)
-    group = inventory.by_node.get(group_name)
-    if cls is None or group is None:
-        return 0
-    programs = [compile_selector(s.expression) for s in cls.selectors]
-    return sum(1 for pool, device in group.devices()
-               if pool.usable and all(evaluate(p, device).matches for p in programs))
+def _most_matching(request: Request, inventory: DraInventory) -> int:
+    """What `allocationMode: All` takes on the node that has most: the usable devices its
+    class and its own selectors match, counted once per inventory."""
+    def count() -> int:
+        cls = inventory.classes.get(request.class_name)
+        if cls is None:
+            return 0
+        programs = [compile_selector(s.expression) for s in (*cls.selectors, *request.selectors)]
+        if any(p.error for p in programs):
+            return 0
+        return max((sum(1 for pool, device in group.devices()
+                        if pool.usable and all(evaluate(p, device).matches for p in programs))
+                    for group in inventory.groups), default=0)
+
+    key = ("most", request.class_name, tuple(s.expression for s in request.selectors))
+    return inventory.remember(key, count)
 
 
 def _class_path(request: Request) -> FieldPath:
@@ -163,17 +167,17 @@ def unknown_attributes(claim: Claim, inventory: DraInventory) -> list[Problem]:
 
 
 def _class_has(class_name: str, field: str, qualified: str, inventory: DraInventory) -> bool:
-    key = ("has", class_name, field, qualified)
-    if key not in inventory.memo:
-        cls = inventory.classes[class_name]
+    cls = inventory.classes[class_name]
+
+    def look() -> bool:
         programs = [compile_selector(s.expression) for s in cls.selectors]
-        inventory.memo[key] = any(
+        return any(
             (qualified in (device.attributes if field == "attributes" else device.capacity)
              or (field == "capacity" and qualified.rpartition("/")[2] in device.capacity))
             and all(evaluate(p, device).matches for p in programs)
             for group in inventory.groups for _pool, device in group.devices())
-    found: bool = inventory.memo[key]
-    return found
+
+    return inventory.remember(("has", class_name, field, qualified), look)
 
 
 def devices_of(demands: Iterable[Demand], kind: GpuKind, request: str = "") -> int:

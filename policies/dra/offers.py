@@ -14,11 +14,8 @@ def attribute_values(request: Request, inventory: DraInventory, attribute: str
     class and selectors match, in any node group. Empty when the class is unknown, a selector
     does not compile or nothing matches: other rules say so."""
     key = ("values", request.class_name, tuple(s.expression for s in request.selectors),
-           attribute)
-    if key not in inventory.memo:  # every device is looked at: once per inventory
-        inventory.memo[key] = _values(request, inventory, attribute)
-    found: frozenset[str] = inventory.memo[key]
-    return found
+           attribute)  # every device is looked at: once per inventory
+    return inventory.remember(key, lambda: _values(request, inventory, attribute))
 
 
 def _values(request: Request, inventory: DraInventory, attribute: str) -> frozenset[str]:

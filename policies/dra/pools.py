@@ -9,15 +9,21 @@ A pool is (driver, pool name); only slices of its highest generation count, and 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from policies.dra.objects import Device, DeviceClass, ResourceSlice
 from policies.dra.parse_slices import parse_device_class, parse_slice
 from policies.dra.problems import Problem
 from policies.quantity import Number
 from policies.selectors import term_matches
+
+T = TypeVar("T")
+# Entries a DraInventory keeps at most: some keys come from what pods and claims name (class
+# names, selectors, amounts), so the memo is bounded; past it, it starts again.
+MEMO_LIMIT = 4096
+_MISSING = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,9 +81,27 @@ class DraInventory:
     # extended resource name -> the class that serves it (explicitly or through
     # deviceclass.resource.kubernetes.io/<class>).
     extended: Mapping[str, str] = field(default_factory=dict)
-    # answers worked out from the inventory alone (a class's GPU kind...), kept for the next
-    # admission: the inventory does not change under them
+    # answers worked out from the inventory (a class's GPU kind...), kept for the next
+    # admission: the inventory does not change under them. Read and written through
+    # `remember` and `recall`/`keep`, which keep it bounded.
     memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def remember(self, key: Any, compute: Callable[[], T]) -> T:
+        """`compute()`, worked out once per key while the inventory lasts."""
+        found = self.memo.get(key, _MISSING)
+        if found is _MISSING:
+            return self.keep(key, compute())
+        value: T = found
+        return value
+
+    def recall(self, key: Any) -> Any:
+        return self.memo.get(key)
+
+    def keep(self, key: Any, value: T) -> T:
+        if len(self.memo) >= MEMO_LIMIT:
+            self.memo.clear()  # one dict call: safe beside other threads reading it
+        self.memo[key] = value
+        return value
 
     @classmethod
     def build(

@@ -23,7 +23,8 @@ def check_claim(view: ClaimView, policy: GPUPolicy, context: Context) -> Iterato
     for demand in view.demands:
         if demand.kind is not None and demand.request.mode == "All":
             most = f" (up to {demand.count} on one node here)" if demand.count else ""
+            which = " its selectors match" if demand.request.selectors else ""
             yield Finding(ID, f"allocationMode All takes every device of class "
-                          f"{demand.request.class_name} on the node{most}; ask for a count "
-                          "unless the whole node is meant",
+                          f"{demand.request.class_name}{which} on the node{most}; ask for a "
+                          "count unless the whole node is meant",
                           (*demand.request.path, "allocationMode"), "warning")

@@ -100,3 +100,25 @@ def test_a_pod_with_thousands_of_claims_costs_what_its_size_does() -> None:
     # four times the claims and the containers (of five entries each): linear work is about
     # 4x; looking every container's claims up afresh (claims x containers) would be 16x
     assert large < small * 8, (small, large)
+
+
+def test_what_claims_name_cannot_grow_the_inventory_memo_without_bound() -> None:
+    """Class names, selectors and amounts come from pods and claims: the answers kept per
+    inventory stay bounded however many distinct ones arrive."""
+    from policies.dra.pools import MEMO_LIMIT
+    from policies.engine import review
+    from tests.engine.casetable import Case, context_for
+
+    case = Case(id="x", object={}, policies=("defaults",), namespace="ml-train",
+                inventory="dra-fleet", allowed=True, rules=frozenset())
+    context = context_for(case)
+    assert context.inventory is not None and context.inventory.dra is not None
+    for i in range(MEMO_LIMIT + 500):
+        review({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": f"c{i}", "namespace": "ml-train"},
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                    "deviceClassName": f"gpu-{i}.example.com", "allocationMode": "All",
+                    "selectors": [{"cel": {"expression":
+                                           f"device.attributes['gpu.nvidia.com'].x{i} == 1"}}],
+                }}]}}}, context)
+    assert len(context.inventory.dra.memo) <= MEMO_LIMIT
