@@ -56,6 +56,10 @@ def _is_extended(name: str) -> bool:
     return bool(slash) and domain != "kubernetes.io" and not domain.endswith(".kubernetes.io")
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _int_label(labels: Mapping[str, str], key: str) -> int | None:
     value = labels.get(key, "")
     return int(value) if value.isdigit() else None
@@ -77,14 +81,15 @@ class Node:
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any], catalog: Catalog) -> Node:
-        metadata = obj.get("metadata") or {}
-        spec = obj.get("spec") or {}
-        status = obj.get("status") or {}
-        labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
-        taints = tuple(Taint.from_dict(t) for t in spec.get("taints") or () if isinstance(t, dict))
+        # A node file is input like any other: parts of the wrong type read as empty.
+        metadata, spec, status = (_mapping(obj.get(k)) for k in ("metadata", "spec", "status"))
+        labels = {str(k): str(v) for k, v in _mapping(metadata.get("labels")).items()}
+        listed = spec.get("taints")
+        taints = tuple(Taint.from_dict(t) for t in listed if isinstance(t, dict)) \
+            if isinstance(listed, list) else ()
         allocatable: dict[str, int] = {}
-        for key, raw in (status.get("allocatable") or {}).items():
-            if _is_extended(key) and (amount := _amount(raw)) is not None:
+        for key, raw in _mapping(status.get("allocatable")).items():
+            if isinstance(key, str) and _is_extended(key) and (amount := _amount(raw)) is not None:
                 allocatable[key] = amount
         product = next((labels[k] for k in PRODUCT_LABELS if labels.get(k)), "")
         count = _int_label(labels, "nvidia.com/gpu.count")

@@ -13,9 +13,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.cluster.conftest import FAST, gpupolicy, namespace, node, wait_for
 from tests.cluster.fakeapi import FakeAPIServer
 from webhook.cluster.client import WatchCache, list_all
-from webhook.cluster.watch import ClusterSources, namespace_labels
+from webhook.cluster.watch import ClusterSources
 from webhook.http.metrics import Metrics, exposition
 from webhook.inputs import sources
+from webhook.inputs.sources import labels_of
 from webhook.inputs.state import State
 
 
@@ -23,7 +24,7 @@ from webhook.inputs.state import State
 def labels_cache(client: Any) -> Iterator[WatchCache]:
     """A started cache of namespace labels, stopped when the block ends."""
     cache = WatchCache("namespaces", k8s.CoreV1Api(client).list_namespace,
-                       project=namespace_labels, settings=FAST).start()
+                       project=labels_of, settings=FAST).start()
     try:
         yield cache
     finally:
@@ -62,6 +63,29 @@ def test_cache_converges_after_each_event_kind(api_server, client, step):
             assert cache.snapshot()["ns-1"] == {"team": "changed"}
         if step == "add":
             assert cache.snapshot()["new"] == {"team": "a"}
+
+
+def test_a_projection_that_fails_keeps_the_cache_alive_and_counted(api_server, client):
+    """Whatever an object holds, the cache thread does not die: the failure is counted and
+    shown, and the cache lists again once the object is fixed."""
+    api_server.add(namespace("bad", team="x"))
+
+    def project(obj: dict[str, Any]) -> dict[str, str]:
+        labels = labels_of(obj)
+        if labels.get("team") == "x":
+            raise AttributeError("an unforeseen shape")
+        return labels
+
+    cache = WatchCache("namespaces", k8s.CoreV1Api(client).list_namespace, project=project,
+                       settings=FAST).start()
+    try:
+        wait_for(lambda: cache.errors >= 1)
+        assert "AttributeError: an unforeseen shape" in (cache.last_error or "")
+        api_server.modify(namespace("bad", team="y"))
+        assert cache.listed.wait(5)
+        assert cache.snapshot() == {"bad": {"team": "y"}}
+    finally:
+        cache.stop()
 
 
 def test_bookmark_moves_the_resume_point_without_changing_the_cache(api_server, client):

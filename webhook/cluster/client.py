@@ -27,7 +27,6 @@ from kubernetes import client as k8s
 from kubernetes import config as _k8s_config
 from kubernetes import watch as _k8s_watch
 from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
 
 # the config and watch modules carry no annotations
 k8s_config: Any = _k8s_config
@@ -219,7 +218,7 @@ class WatchCache:
                     continue
                 self._failed(f"HTTP {exc.status}: {exc.reason}")
                 delay = self._sleep(delay)
-            except (HTTPError, OSError, ValueError, KeyError, TypeError) as exc:
+            except Exception as exc:  # whatever an object holds, the cache must not die
                 self._failed(f"{type(exc).__name__}: {exc}")
                 delay = self._sleep(delay)
 

@@ -33,6 +33,7 @@ from policies.dra.parse_slices import parse_device_class, parse_slice
 from policies.inventory import Inventory
 from policies.model import GPUPolicy
 from webhook.cluster.client import ClusterError, WatchCache, WatchSettings, api_client, in_cluster
+from webhook.inputs import sources
 from webhook.inputs.sources import Invalid, claim_entry, gpupolicy, inventory_of
 
 log = logging.getLogger("gpupolicy.cluster")
@@ -59,24 +60,22 @@ def wanted(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "kubeconfig", None)) or in_cluster()
 
 
-def namespace_labels(obj: dict[str, Any]) -> dict[str, str]:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return {str(k): str(v) for k, v in labels.items()}
-
-
 def node_facts(obj: dict[str, Any]) -> dict[str, Any]:
-    """What the Inventory reads of a Node; conditions and heartbeats are dropped."""
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
+    """What the Inventory reads of a Node; conditions and heartbeats are dropped, and parts of
+    the wrong type read as empty (policies.inventory reads the rest as warily)."""
+    meta, spec, status = (_mapping(obj.get(k)) for k in ("metadata", "spec", "status"))
     return {
         "kind": "Node",
-        "metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
+        "metadata": {"name": meta.get("name"), "labels": sources.labels_of(obj)},
         "spec": {"taints": spec.get("taints") or [],
                  "unschedulable": bool(spec.get("unschedulable"))},
         "status": {"allocatable": status.get("allocatable") or {},
                    "capacity": status.get("capacity") or {}},
     }
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 class ClusterSources:
@@ -100,7 +99,7 @@ class ClusterSources:
                               on_change=functools.partial(self._mark, name),
                               on_event=functools.partial(self._count, name))
 
-        self.namespaces = cache("namespaces", core.list_namespace, namespace_labels)
+        self.namespaces = cache("namespaces", core.list_namespace, sources.labels_of)
         self.nodes = cache("nodes", core.list_node, node_facts)
         self.policies = cache(
             "gpupolicies",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from policies.context import Context
@@ -109,7 +109,7 @@ def audit(source: Source, context: Context, progress: Progress, *,
 
 def audit_one(obj: dict[str, Any], kind: str, context: Context, collector: Collector,
               checks: ClusterChecks, locate: Locator = None) -> None:
-    meta = obj.get("metadata") or {}
+    meta = sources.metadata_of(obj)
     if _owned(kind, meta):
         collector.skipped[kind] += 1
         return
@@ -147,10 +147,11 @@ def finish(collector: Collector, checks: ClusterChecks) -> None:
     }
 
 
-def _owned(kind: str, meta: dict[str, Any]) -> bool:
+def _owned(kind: str, meta: Mapping[str, Any]) -> bool:
     if kind == "ResourceClaim" and sources.generated_for_pod(meta):
         return True
-    for ref in meta.get("ownerReferences") or ():
+    refs = meta.get("ownerReferences")
+    for ref in refs if isinstance(refs, list) else ():
         if isinstance(ref, dict) and ref.get("controller") and (kind, ref.get("kind")) in OWNED:
             return True
     return False

@@ -188,7 +188,7 @@ def scheduler_message(obj: dict[str, Any]) -> str:
 def answer(obj: dict[str, Any], context: Context, namespace: str | None,
            scheduler: str) -> dict[str, Any]:
     ns = namespace_of(obj, namespace)
-    meta = obj.get("metadata") or {}
+    meta = sources.metadata_of(obj)
     claim = is_claim(obj)
     view = claim_view(obj, context, ns) if claim else None
     skipped = None if claim else unlisted_pod_template(obj, context.workload_kinds)

@@ -268,8 +268,7 @@ def is_kubernetes_object(obj: Any) -> bool:
 
 
 def object_label(obj: dict[str, Any], namespace: str) -> str:
-    meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, dict) else None
+    name = sources.metadata_of(obj).get("name")
     return f"{obj.get('kind')} {namespace}/{name or '?'}"
 
 

@@ -38,8 +38,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     for doc in documents:
         namespace = namespace_of(doc, args.namespace)
         decision = review(doc, context, namespace=namespace)
-        meta = doc.get("metadata")
-        meta = meta if isinstance(meta, dict) else {}
+        meta = sources.metadata_of(doc)
         results.append({
             "kind": doc.get("kind"),
             "name": meta.get("name") or meta.get("generateName"),

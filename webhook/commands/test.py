@@ -214,8 +214,7 @@ def _inputs(
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str, str]:
-    meta = obj.get("metadata")
-    meta = meta if isinstance(meta, dict) else {}
+    meta = sources.metadata_of(obj)
     return (str(obj.get("kind") or ""), namespace_of(obj, None), str(meta.get("name") or ""))
 
 

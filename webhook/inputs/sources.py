@@ -204,9 +204,8 @@ def namespace_labels(objects: Iterable[Mapping[str, Any]]) -> dict[str, dict[str
         meta = obj.get("metadata")
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
             continue
-        labels = meta.get("labels") or {}
-        if isinstance(labels, dict):
-            found[meta["name"]] = {str(k): str(v) for k, v in labels.items()}
+        if isinstance(meta.get("labels") or {}, dict):
+            found[meta["name"]] = labels_of(obj)
     return found
 
 
@@ -251,8 +250,7 @@ def claim_entry(obj: Mapping[str, Any], kind: str | None = None) -> tuple[ClaimK
     `kind` given for list items (which come without one). None for an object without a name
     and for a claim generated for one pod: no pod spec can name it, so nothing keeps it."""
     kind = kind or str(obj.get("kind"))
-    meta = obj.get("metadata")
-    meta = meta if isinstance(meta, dict) else {}
+    meta = metadata_of(obj)
     name, namespace = meta.get("name"), meta.get("namespace") or "default"
     if kind not in CLAIM_KINDS or not isinstance(name, str) or not isinstance(namespace, str):
         return None
@@ -320,7 +318,7 @@ def inventory_of(nodes: Iterable[Mapping[str, Any]], slices: Iterable[Any],
     slices, classes = list(slices), list(classes)
     dra = None
     if slices or classes:
-        dra = DraInventory.build(slices, classes, nodes={_name(n): _labels(n) for n in ordered})
+        dra = DraInventory.build(slices, classes, nodes={_name(n): labels_of(n) for n in ordered})
     return Inventory.from_nodes(ordered, catalog, dra)
 
 
@@ -343,9 +341,15 @@ def context_objects(objects: Iterable[Mapping[str, Any]]) -> ClusterObjects:
     return found
 
 
-def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
+def metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An object's metadata; {} when it is not a mapping (input is read, never trusted)."""
     meta = obj.get("metadata")
-    labels = meta.get("labels") if isinstance(meta, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
+def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    """An object's labels as strings; {} when metadata or labels are not mappings."""
+    labels = metadata_of(obj).get("labels")
     return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
 
 
@@ -359,8 +363,7 @@ class Invalid:
 
 def gpupolicy(obj: Mapping[str, Any]) -> GPUPolicy | Invalid:
     """A GPUPolicy object (a cluster resource or a document among the inputs), validated."""
-    meta = obj.get("metadata")
-    meta = meta if isinstance(meta, dict) else {}
+    meta = metadata_of(obj)
     name = str(meta.get("name") or "?")
     # list items come without kind/apiVersion; managedFields is server bookkeeping
     doc = {"apiVersion": API_VERSION, "kind": KIND, **obj,
@@ -411,5 +414,4 @@ def build_context(
 
 
 def _name(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata")
-    return str(meta.get("name") or "") if isinstance(meta, dict) else ""
+    return str(metadata_of(obj).get("name") or "")

@@ -171,7 +171,7 @@ class FileSources:
             w.last = mark
             try:
                 parts = w.load()
-            except (PolicyLoadError, sources.SourceError, OSError, ValueError) as exc:
+            except Exception as exc:  # untrusted files: any failure keeps the last good set
                 message = _describe(exc)
                 self.state.fail(w.name, message)
                 if not self.record:
@@ -235,4 +235,6 @@ def _describe(exc: Exception) -> str:
         problems = getattr(exc, "problems", None) or []
         lines = [str(p) for p in problems] or [str(exc)]
         return "; ".join(lines)
-    return str(exc)
+    if isinstance(exc, (sources.SourceError, OSError, ValueError)):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"  # a reader bug: say what broke
