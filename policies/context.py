@@ -19,6 +19,7 @@ from policies.selectors import label_selector_matches
 from policies.workloads import WORKLOAD_KINDS, KindTable
 
 DEFAULT_EXCLUDED_NAMESPACES = frozenset({"kube-system"})
+_CACHED_NAMESPACES = 4096
 
 
 @dataclass(frozen=True, eq=False)
@@ -61,6 +62,8 @@ class Context:
         else:
             labels = self.namespace_labels(namespace)
             found = tuple(p for p in self._ordered if _governs(p, namespace, labels))
+        if len(self._governing_cache) >= _CACHED_NAMESPACES:
+            self._governing_cache.clear()  # a namespace comes with the request: stay bounded
         self._governing_cache[namespace] = found
         return found
 

@@ -119,3 +119,18 @@ def test_yaml_nan_and_infinity_through_lint(written: str) -> None:
                      namespace="ml-train")
     found = [(f.rule, f.severity, f.line) for f in result.findings]
     assert ("gpu-quantity-not-integer", "error", 8) in found, found
+
+
+def test_namespaces_a_request_names_cannot_grow_the_context_without_bound() -> None:
+    """The namespace comes with the request (any client that reaches the port chooses it):
+    what the Context keeps per namespace stays bounded."""
+    from policies.context import _CACHED_NAMESPACES, Context
+    from policies.engine import review
+    from webhook.inputs.sources import load_catalog, load_policies
+
+    context = Context(policies=load_policies(), catalog=load_catalog())
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+           "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    for i in range(_CACHED_NAMESPACES + 100):
+        review(pod, context, namespace=f"ns-{i}")
+    assert len(context._governing_cache) <= _CACHED_NAMESPACES
