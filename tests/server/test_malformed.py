@@ -295,3 +295,34 @@ def test_fast_path_unexpected_error_is_one_line_json(monkeypatch: pytest.MonkeyP
     state.update(policies=[])
     reply = create_app(state).test_client().post("/validate", data=_with(uid="x"))
     _check_error(reply.status_code, reply.content_type, reply.data, 500, "internal error")
+
+
+class _Stalled(io.RawIOBase):
+    """A body the client stops sending halfway: the worker's reader times out."""
+
+    def read(self, size: int = -1) -> bytes:
+        raise TimeoutError("timed out reading the request body")
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+@pytest.mark.parametrize("webhook", ["mutate", "validate"])
+def test_a_body_that_stops_coming_is_a_400_that_closes(webhook: str, chunked: bool) -> None:
+    """The same answer on both paths (the apiserver's Content-Length one skips Flask)."""
+    app = create_app(State(sources.load_catalog()))
+    environ = EnvironBuilder(path=f"/{webhook}", method="POST",
+                             content_type="application/json").get_environ()
+    environ["wsgi.input"] = _Stalled()
+    if chunked:
+        environ["HTTP_TRANSFER_ENCODING"] = "chunked"
+        environ["wsgi.input_terminated"] = True
+    else:
+        environ["CONTENT_LENGTH"] = "100"
+    answered: dict[str, Any] = {}
+
+    def start_response(status: str, headers: list[tuple[str, str]]) -> None:
+        answered.update(status=status, headers=dict(headers))
+
+    body = b"".join(app.wsgi_app(environ, start_response))
+    assert answered["status"].startswith("400"), (answered, body)
+    assert answered["headers"].get("Connection") == "close"
+    assert "body unreadable" in json.loads(body)["error"]

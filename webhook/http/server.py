@@ -44,13 +44,10 @@ def create_app(state: State, *, max_body: int = DEFAULT_MAX_BODY,
     def admit(webhook: str) -> Response:
         """The Flask route: bodies without a Content-Length (chunked) or over the limit."""
         try:
-            body = _read_body(max_body)
+            body = _read_body(request.environ["wsgi.input"], request.content_length, max_body)
         except _Unreadable as exc:
             status, data = bad(webhook, str(exc))
-            # The rest of the body stays unread: the connection closes after this answer
-            # (webhook/http/worker.py honours the header).
-            return Response(data, status, content_type="application/json",
-                            headers={"Connection": "close"})
+            return Response(data, status, content_type="application/json", headers=_CLOSE)
         status, data = answer(webhook, body)
         return Response(data, status, content_type="application/json")
 
@@ -107,13 +104,17 @@ def create_app(state: State, *, max_body: int = DEFAULT_MAX_BODY,
         if (webhook is None or environ.get("REQUEST_METHOD") != "POST"
                 or not (length.isascii() and length.isdigit()) or int(length) > max_body):
             return flask_wsgi(environ, start_response)
+        headers = [("Content-Type", "application/json")]
         try:
-            status, data = answer(webhook, bytes(environ["wsgi.input"].read(int(length))))
+            body = _read_body(environ["wsgi.input"], int(length), max_body)
+            status, data = answer(webhook, body)
+        except _Unreadable as exc:  # a client too slow or gone: as on the Flask path
+            status, data = bad(webhook, str(exc))
+            headers += _CLOSE.items()
         except Exception:
             log.exception("unexpected error", extra={"fields": {"path": environ["PATH_INFO"]}})
             status, data = 500, admission.encode({"error": "internal error; see the webhook logs"})
-        start_response(_STATUS[status], [("Content-Type", "application/json"),
-                                         ("Content-Length", str(len(data)))])
+        start_response(_STATUS[status], [*headers, ("Content-Length", str(len(data)))])
         return [data]
 
     app.wsgi_app = wsgi  # type: ignore[method-assign]
@@ -151,25 +152,27 @@ def create_app(state: State, *, max_body: int = DEFAULT_MAX_BODY,
     return app
 
 
+# The rest of an unread body stays on the wire: the connection closes after the answer
+# (webhook/http/worker.py honours the header).
+_CLOSE = {"Connection": "close"}
+
+
 class _Unreadable(Exception):
     """The body is over the limit, or could not be read (a malformed chunk, a client gone)."""
 
 
-def _read_body(limit: int) -> bytes:
+def _read_body(stream: Any, length: int | None, limit: int) -> bytes:
     """The body, at most `limit` bytes: a Content-Length over it is refused before reading
-    anything, a chunked body is read no further than the limit. Read in chunks: asking a
-    stream for `limit` bytes at once would allocate that much per request."""
-    length = request.content_length
+    anything, a chunked body (`length` None) is read no further than the limit. Read in
+    chunks: asking a stream for `limit` bytes at once would allocate that much per request."""
     if length is not None and length > limit:
         raise _Unreadable(f"body larger than {limit} bytes (Content-Length: {length})")
-    stream = request.environ["wsgi.input"]  # gunicorn bounds it by Content-Length / chunking
+    need = limit + 1 if length is None else length  # chunked: a byte past the limit tells
     chunks: list[bytes] = []
     size = 0
-    try:
-        if length is not None:
-            return bytes(stream.read(length))
-        while size <= limit:
-            chunk = stream.read(min(65536, limit + 1 - size))
+    try:  # gunicorn bounds the stream by Content-Length / chunking
+        while size < need:
+            chunk = stream.read(min(65536, need - size))
             if not chunk:
                 break
             size += len(chunk)
