@@ -326,3 +326,28 @@ def test_a_body_that_stops_coming_is_a_400_that_closes(webhook: str, chunked: bo
     assert answered["status"].startswith("400"), (answered, body)
     assert answered["headers"].get("Connection") == "close"
     assert "body unreadable" in json.loads(body)["error"]
+
+
+def test_log_lines_quote_what_the_client_wrote_clipped() -> None:
+    """The answer echoes the uid whole (the contract); the log line is one short line."""
+    from webhook.http.admission import ITEM_MAX
+
+    state = State(sources.load_catalog())
+    state.update(policies=[])
+    long = "u" * 100_000
+    obj = {**POD, "metadata": {"name": "n" * 100_000, "namespace": "default"}}
+    records = _Records()
+    logger = logs.get()
+    level = logger.level
+    logger.addHandler(records)
+    logger.setLevel(logging.INFO)
+    try:
+        reply = create_app(state).test_client().post(
+            "/validate", data=json.dumps(envelope({**GOOD, "uid": long, "object": obj})))
+    finally:
+        logger.removeHandler(records)
+        logger.setLevel(level)
+    assert reply.get_json()["response"]["uid"] == long
+    [line] = [json.loads(x) for x in records.lines if '"admission"' in x]
+    assert len(line["uid"]) <= ITEM_MAX and len(line["name"]) <= ITEM_MAX
+    assert line["uid"].startswith("uuu")

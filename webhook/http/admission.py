@@ -218,18 +218,6 @@ def _metadata(request: AdmissionRequest) -> Iterator[dict[str, Any]]:
             yield meta
 
 
-def request_namespace(request: AdmissionRequest) -> str | None:
-    """The namespace to judge in: the request's, else the object's own (cluster-scoped: None)."""
-    ns = request.get("namespace")
-    if ns:
-        return ns
-    for meta in _metadata(request):
-        found = meta.get("namespace")
-        if isinstance(found, str):
-            return found
-    return None
-
-
 def request_name(request: AdmissionRequest) -> str:
     name = request.get("name")
     if name:
@@ -273,32 +261,16 @@ def build_response(request: AdmissionRequest, decision: Decision, webhook: str
             response["patchType"] = "JSONPatch"
             response["patch"] = encode_patch(decision.patch)
         return envelope(response)
-    # One pass over the violations, however many there are.
-    denials: list[Violation] = []
-    warned: list[str] = []
-    audited: list[Violation] = []
-    for v in decision.violations:
-        if v.denies:
-            denials.append(v)
-        elif v.mode == "Audit":
-            audited.append(v)
-        else:
-            warned.append(v.describe())
-    # Then what the decision could not do (Decision.warnings' order): an object not
-    # reviewed, an injection left out, a claim it could not see.
-    if decision.skipped:
-        warned.append(f"not reviewed: {decision.skipped}")
-    warned += decision.notes
     response = {"uid": uid, "allowed": bool(decision.allowed)}
     if not decision.allowed:
         response["status"] = {
             "code": 403, "reason": "Forbidden", "status": "Failure",
-            "message": denial_message(denials),
+            "message": denial_message(decision.denials),
         }
-    warnings = shape_warnings(warned)
+    warnings = shape_warnings(decision.warnings)
     if warnings:
         response["warnings"] = warnings
-    annotations = audit_annotations(audited)
+    annotations = audit_annotations(decision.audited)
     if annotations:
         response["auditAnnotations"] = annotations
     return envelope(response)
@@ -323,7 +295,7 @@ def _bounded(violations: Iterable[Violation], count: int, budget: int) -> tuple[
         if len(shown) >= count:
             rest += 1
             continue
-        line = _clean(v.describe())
+        line = clean(v.describe())
         if line in seen:
             continue
         if shown and used + len(line) + 2 > budget:
@@ -347,7 +319,7 @@ def error_response(request: AdmissionRequest, webhook: str) -> AdmissionReview:
         "status": {
             "code": 500, "reason": "InternalError", "status": "Failure",
             "message": f"gpupolicy could not evaluate this object (internal error, "
-                       f"request uid {_clean(uid)[:ITEM_MAX]}); see the webhook logs",
+                       f"request uid {clean(uid)}); see the webhook logs",
         },
     })
 
@@ -365,7 +337,7 @@ def shape_warnings(texts: Iterable[str]) -> list[str]:
         if rest:
             rest += 1
             continue
-        line = _clean(text[: WARNING_MAX * 4])
+        line = clean(text[: WARNING_MAX * 4])
         if len(line) > WARNING_MAX:
             line = line[: WARNING_MAX - 1].rstrip() + "…"
         if not line or line in seen:
@@ -400,7 +372,7 @@ def audit_annotations(violations: Iterable[Violation]) -> dict[str, str]:
     return out
 
 
-def _clean(text: str) -> str:
+def clean(text: str) -> str:
     """One printable line of at most ITEM_MAX characters: control and format characters
     (newlines, tabs, bidi marks…) become spaces, runs of spaces one."""
     if len(text) > ITEM_MAX:
@@ -412,7 +384,7 @@ def _clean(text: str) -> str:
 
 
 def _one_line(text: str) -> str:
-    return _clean(text)[:200]
+    return clean(text)[:200]
 
 
 def _short(value: Any) -> str:

@@ -11,7 +11,7 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from policies.decision import Decision
-from policies.engine import review
+from policies.engine import namespace_of, review
 from webhook.http import admission, logs, metrics
 from webhook.inputs.state import State
 
@@ -59,18 +59,22 @@ def create_app(state: State, *, max_body: int = DEFAULT_MAX_BODY,
         except admission.BadReview as exc:
             return bad(webhook, str(exc))
         uid, operation = req["uid"], req["operation"]
-        namespace = admission.request_namespace(req)
+        obj = req.get("object")
+        # The engine decides whose namespace counts (the object's own, else the request's);
+        # the log line says the one it used.
+        namespace = namespace_of(obj, req.get("namespace")) if isinstance(obj, dict) \
+            else req.get("namespace") or None
         subresource = req.get("subResource") or ""
         decision: Decision | None = None
         try:
-            decision = review(req.get("object"), state.context, namespace=namespace,
+            decision = review(obj, state.context, namespace=namespace,
                               operation=operation, subresource=subresource)
             answer = admission.build_response(req, decision, webhook)
             outcome = _outcome(answer["response"])
             data = admission.encode(answer)
         except Exception:
             # Never a 500 page, never a patch from a failing engine.
-            log.exception("engine failed", extra={"fields": {"uid": uid}})
+            log.exception("engine failed", extra={"fields": {"uid": admission.clean(uid)}})
             engine_errors.inc(webhook)
             outcome = "error"
             data = admission.encode(admission.error_response(req, webhook))
@@ -85,8 +89,11 @@ def create_app(state: State, *, max_body: int = DEFAULT_MAX_BODY,
                 for v in decision.violations:
                     violations.inc(v.policy, v.rule, v.mode)
         logs.event(
-            log, "admission", webhook=webhook, uid=uid, kind=req["kind"]["kind"],
-            namespace=namespace, name=admission.request_name(req), operation=operation,
+            # what the client wrote, one short line each: a log line is not as big as a body
+            log, "admission", webhook=webhook, uid=admission.clean(uid),
+            kind=admission.clean(req["kind"]["kind"]),
+            namespace=admission.clean(namespace) if namespace else namespace,
+            name=admission.clean(admission.request_name(req)), operation=operation,
             subresource=subresource, dry_run=dry_run, decision=outcome, rules=rules,
             latency_ms=round(elapsed * 1000, 3),
         )
