@@ -315,17 +315,20 @@ def _gpu_field(container: Mapping[str, Any], path: FieldPath, field: str) -> dic
 
 
 def _totals(containers: list[Container]) -> dict[str, Number]:
-    names = {n for c in containers for n in c.amounts}
-    totals: dict[str, Number] = {}
-    for name in names:
-        running: Number = sum(c.amount(name) for c in containers
-                              if c.role in ("app", "sidecar"))
-        peak: Number = 0
-        sidecars: Number = 0
-        for c in containers:
+    """One pass in container order, so the work is the containers' amounts, not names times
+    containers. An init container raises the peak only for what it asks for: for any other
+    name the sidecars started before it hold no more than the running total already does."""
+    running: dict[str, Number] = {}
+    sidecars: dict[str, Number] = {}
+    peak: dict[str, Number] = {}
+    for c in containers:
+        for name, amount in c.amounts.items():
+            value = amount.value
+            if c.role in ("app", "sidecar"):
+                running[name] = running.get(name, 0) + value
             if c.role == "sidecar":
-                sidecars += c.amount(name)
+                sidecars[name] = sidecars.get(name, 0) + value
             elif c.role == "init":
-                peak = max(peak, sidecars + c.amount(name))
-        totals[name] = max(running, peak)
-    return totals
+                peak[name] = max(peak.get(name, 0), sidecars.get(name, 0) + value)
+    return {name: max(running.get(name, 0), peak.get(name, 0))
+            for name in {n for c in containers for n in c.amounts}}
