@@ -24,7 +24,7 @@ from policies.model import GPUPolicy
 from policies.mutate import inject, plan_for
 from policies.patch import Patch
 from policies.paths import FieldPath, to_display
-from policies.resources import PodDemand, classify, demand, with_metadata
+from policies.resources import PodDemand, demand, with_metadata
 from policies.rules import (
     CLUSTER_RULES,
     INTRINSIC_CLAIM_RULES,
@@ -32,6 +32,7 @@ from policies.rules import (
     for_families,
     visible_devices_bypass,
 )
+from policies.rules._common import accelerator_names, sections
 from policies.view import ClaimView, PodView, targeted_products
 from policies.workloads import (
     POD_FIELDS,
@@ -291,18 +292,12 @@ def _claimed(found: PodDemand) -> frozenset[str]:
 
 
 def _accelerator_related(view: PodView) -> bool:
-    """Any accelerator resource key (even unparsable) in any container, or a GPU share asked
-    for by annotation."""
+    """Any accelerator resource key (even unparsable) in any container's own resources field,
+    or a GPU share asked for by annotation."""
     if view.demand.fraction is not None or any(c.amounts for c in view.demand.containers):
         return True
-    for container in view.demand.containers:
-        resources = container.spec.get("resources")
-        if isinstance(resources, dict):
-            for section in ("requests", "limits"):
-                values = resources.get(section)
-                if isinstance(values, dict) and any(classify(n) for n in values):
-                    return True
-    return False
+    return any(any(accelerator_names(values)) for container in view.demand.containers
+               for _section, values in sections(container))
 
 
 def _ephemeral(
