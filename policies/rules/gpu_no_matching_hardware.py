@@ -11,12 +11,13 @@ PASS: `nvidia.com/gpu: 1` with the toleration of a tainted H100 pool
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from policies.claimfit import asks_dra_served, judged, pod_verdicts
 from policies.context import Context
 from policies.decision import Finding
 from policies.hardware import PoolVerdict, any_fits, closest, verdicts
+from policies.inventory import Inventory
 from policies.model import GPUPolicy
 from policies.view import PodView
 
@@ -25,27 +26,34 @@ INTRINSIC = False
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
-    rules = policy.spec.rules
     inventory = context.inventory
-    if not rules.require_hardware_match or inventory is None or not view.demand.gpu:
+    if not policy.spec.rules.require_hardware_match or inventory is None \
+            or not view.demand.gpu:
         return
+    # Nothing below depends on the policy: every policy that asks gets the same answer.
+    key = ("hardware", id(inventory))
+    if key not in view.memo:
+        view.memo[key] = _refusal(view, inventory, context.allowed_models(view.namespace))
+    refusal: str | None = view.memo[key]
+    if refusal is not None:
+        yield Finding(ID, refusal, view.containers_path)
+
+
+def _refusal(view: PodView, inventory: Inventory, allowed: list[Sequence[str]]) -> str | None:
+    """Why no node can run the pod, or None when one can."""
     dra = judged(inventory)
     if dra is not None and view.demand.claims:
-        return  # dra-no-matching-device judges the pod, claims and all
-    allowed = context.allowed_models(view.namespace)
+        return None  # dra-no-matching-device judges the pod, claims and all
     bound = view.spec.get("nodeName")
     if isinstance(bound, str) and (node := inventory.node(bound)) is not None \
             and node.unschedulable:
-        return  # a cordoned node joins no pool, yet the kubelet runs a pod bound to it
+        return None  # a cordoned node joins no pool, yet the kubelet runs a pod bound to it
     if dra is not None and asks_dra_served(view, dra):
         results = pod_verdicts(view, inventory, dra, allowed)
-        if not any(v.fits for v in results):
-            yield Finding(ID, message(results), view.containers_path)
-        return
+        return None if any(v.fits for v in results) else message(results)
     if any_fits(view, inventory.pools, allowed_models=allowed):
-        return
-    yield Finding(ID, message(verdicts(view, inventory.pools, allowed_models=allowed)),
-                  view.containers_path)
+        return None
+    return message(verdicts(view, inventory.pools, allowed_models=allowed))
 
 
 def message(results: list[PoolVerdict]) -> str:
