@@ -20,6 +20,7 @@ from policies.mig import fits
 from policies.quantity import Number
 from policies.resources import MEMORY_MB, FractionRequest, classify, mig_profile
 from policies.selectors import node_affinity_matches, node_selector_matches, untolerated
+from policies.shape import REQUIRED
 from policies.view import PodView
 
 # Resources a node does not advertise: the device scheduler (HAMi, Volcano) accounts for them.
@@ -274,7 +275,7 @@ def _selector_keys(
     by_name = False
     node_affinity = (affinity or {}).get("nodeAffinity")
     node_affinity = node_affinity if isinstance(node_affinity, dict) else {}
-    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    required = node_affinity.get(REQUIRED)
     required = required if isinstance(required, dict) else {}
     for term in _list(required.get("nodeSelectorTerms")):
         keys.update(str(e.get("key")) for e in _list(term.get("matchExpressions")))

@@ -23,11 +23,9 @@ from policies.model import GPUPolicy
 from policies.patch import Patch, PatchConflict
 from policies.paths import FieldPath
 from policies.resources import PodDemand
-from policies.shape import NODE_AFFINITY, TERM, absent_or
+from policies.shape import NODE_AFFINITY, PREFERRED, REQUIRED, TERM, absent_or
 from policies.workloads import POD_FIELDS
 
-REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 HIDDEN = {"name": VISIBLE_DEVICES, "value": "none"}
 

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from policies.shape import REQUIRED
+
 SCHEDULING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
@@ -149,7 +151,7 @@ def node_affinity_matches(
             return True
         if not isinstance(affinity, dict):
             return False
-    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    required = affinity.get(REQUIRED)
     if required is None:
         return True
     terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None

@@ -11,6 +11,7 @@ from policies.dra.objects import Claim
 from policies.inventory import PRODUCT_LABELS
 from policies.paths import FieldPath
 from policies.resources import PodDemand
+from policies.shape import REQUIRED
 from policies.workloads import POD_FIELDS
 
 
@@ -69,7 +70,7 @@ def _required_expressions(spec: Mapping[str, Any]) -> Iterator[Mapping[str, Any]
     pod-field-invalid reports) are passed over."""
     affinity = _dict(spec.get("affinity"))
     required = _dict(_dict(affinity.get("nodeAffinity")).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"))
+        REQUIRED))
     terms = required.get("nodeSelectorTerms")
     for term in terms if isinstance(terms, list) else ():
         expressions = _dict(term).get("matchExpressions")
