@@ -77,6 +77,10 @@ class Document:
     index: int  # 1-based within the stream
     data: Any
     node: yaml.Node = field(repr=False)
+    # mapping node id -> its keys: looked up once per mapping, so placing every finding of a
+    # document costs what the document's size does (lint places one per violation)
+    _keys: dict[int, dict[str, tuple[Position, yaml.Node]]] = field(
+        default_factory=dict, repr=False, compare=False)
 
     @property
     def line(self) -> int:
@@ -89,11 +93,26 @@ class Document:
         node = self.node
         where = _mark(node)
         for part in path:
-            found = _child(node, part)
+            found = self._child(node, part)
             if found is None:
                 break
             where, node = found
         return _mark(node) if value and path else where
+
+    def _child(self, node: yaml.Node, part: str | int) -> tuple[Position, yaml.Node] | None:
+        if isinstance(node, yaml.MappingNode):
+            keys = self._keys.get(id(node))
+            if keys is None:  # the last of a repeated key wins, as in the built dict
+                keys = self._keys[id(node)] = {
+                    key.value: (_mark(key), value) for key, value in node.value
+                    if isinstance(key, yaml.ScalarNode)}
+            return keys.get(str(part))
+        if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and (
+            0 <= part < len(node.value)
+        ):
+            item = node.value[part]
+            return _mark(item), item
+        return None
 
     def positions(self) -> dict[FieldPath, Position]:
         """The whole index, FieldPath -> position (each node once, even when aliased)."""
@@ -307,22 +326,6 @@ def _mark(node: yaml.Node) -> Position:
 
 def _key_of(node: yaml.Node) -> str | int:
     return node.value if isinstance(node.value, str) else str(node.value)
-
-
-def _child(node: yaml.Node, part: str | int) -> tuple[Position, yaml.Node] | None:
-    if isinstance(node, yaml.MappingNode):
-        found = None
-        wanted = str(part)
-        for key, value in node.value:  # the last one wins, as in the built dict
-            if isinstance(key, yaml.ScalarNode) and key.value == wanted:
-                found = (_mark(key), value)
-        return found
-    if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and (
-        0 <= part < len(node.value)
-    ):
-        item = node.value[part]
-        return _mark(item), item
-    return None
 
 
 def _flatten(prefix: FieldPath, data: Any) -> Iterator[tuple[FieldPath, dict[str, Any]]]:

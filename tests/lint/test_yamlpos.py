@@ -176,3 +176,20 @@ def test_fuzz_never_raises(seed: int) -> None:
             list(doc.objects())
         for problem in stream.problems:
             assert problem.line >= 1 and problem.column >= 1, (data, problem)
+
+
+def test_placing_every_key_of_a_large_mapping_costs_its_size() -> None:
+    """lint places one finding per violation: a nodeSelector of thousands of unquoted numbers
+    is as many lookups, each of which used to scan the whole mapping."""
+    import time
+
+    def cost(n: int) -> float:
+        text = "spec:\n  nodeSelector:\n" + "".join(f"    k{i}: {i}\n" for i in range(n))
+        (doc,) = read_stream(text.encode()).documents
+        started = time.perf_counter()
+        for i in range(n):
+            assert doc.position(("spec", "nodeSelector", f"k{i}")) == (i + 3, 5)
+        return time.perf_counter() - started
+
+    small, large = min(cost(1000) for _ in range(3)), min(cost(4000) for _ in range(3))
+    assert large < small * 8, (small, large)  # 4x the keys: linear ~4x, a scan per key 16x
