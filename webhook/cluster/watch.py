@@ -149,9 +149,6 @@ class ClusterSources:
     def staleness(self) -> float:
         return max(c.staleness() for c in self.caches)
 
-    def invalid(self) -> list[Invalid]:
-        return [v for v in self.policies.snapshot().values() if isinstance(v, Invalid)]
-
     def register(self, meters: Any) -> None:
         """Its families on the app's webhook.metrics.Metrics, read at flush and scrape time."""
         def events(kind: str) -> dict[tuple[str, ...], float]:

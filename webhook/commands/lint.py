@@ -179,7 +179,7 @@ def collect_inputs(paths: Sequence[str], *, stdin_name: str) -> list[tuple[str, 
 def documents_among(loaded: list[tuple[str, bytes]]) -> sources.ClusterObjects:
     """The documents of the inputs that describe the cluster (sources.CONTEXT_KINDS); only
     files that can hold one are read ahead of the rest."""
-    marks = {kind.encode() for kind in ("Namespace", "ResourceClaim")}  # ...Template too
+    marks = {kind.encode() for kind in sources.CONTEXT_KINDS}
     return sources.context_objects(
         obj for _, raw in loaded if any(m in raw for m in marks)
         for obj in sources.stream_objects(yamlpos.read_stream(raw)))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -289,14 +288,6 @@ def _list(rules: Sequence[str]) -> str:
 
 # ---- reports --------------------------------------------------------------------------------
 
-# Messages quote manifest values: a terminal must not run the escape sequences they hold.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _printable(text: str) -> str:
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
 def format_text(runs: Sequence[SuiteRun]) -> str:
     lines: list[str] = []
     for r in runs:
@@ -311,7 +302,8 @@ def format_text(runs: Sequence[SuiteRun]) -> str:
                  f"suite{'s' * (len(runs) != 1)}: "
                  f"{total['passed']} passed, {total['failures']} failed, "
                  f"{total['errors']} errors")
-    return "\n".join(_printable(line) for line in lines) + "\n"
+    # messages quote manifest values: escaped as every report does
+    return "\n".join(report.printable(line) for line in lines) + "\n"
 
 
 def format_junit(runs: Sequence[SuiteRun]) -> str:

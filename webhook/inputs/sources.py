@@ -23,6 +23,7 @@ from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
 from policies.dra.objects import Claim
 from policies.dra.parse_claims import parse_claim
 from policies.dra.pools import DraInventory
+from policies.engine import CLAIM_KINDS
 from policies.inventory import Inventory
 from policies.loading import PolicyLoadError, PolicyProblem, check_unique, parse_policies
 from policies.model import API_VERSION, KIND, GPUPolicy
@@ -236,7 +237,6 @@ def excluded_namespaces(given: Sequence[str] | None, own: str | None = None) -> 
 
 # ---- DRA claims -----------------------------------------------------------------------------
 
-CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
 ClaimKey = tuple[str, str, str]  # (kind, namespace, name): how Context.claims is keyed
 # What the resource claim controller puts on the claim it makes from a template for one pod
 # (and the scheduler on the claim behind a DRA-served extended resource): a pod spec names

@@ -104,11 +104,7 @@ class Collector:
                     self.write(ref, rule="all-rules", severity="info", policy=name, mode=None,
                                path=None, action="pass",
                                message=f"{ref.label} breaks no rule of policy {name}")
-        if decision.violations or decision.ops:
-            self._rows(ref, decision)
-        elif decision.policies:
-            for name in decision.policies:
-                self._row(name, ref.namespace).objects += 1
+        self._rows(ref, decision)
         for v in decision.violations:
             self.write(ref, rule=v.rule, severity=v.severity, message=v.message,
                        policy=v.policy, mode=v.mode, path=v.field or None,

@@ -119,11 +119,16 @@ def format_text(
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+def printable(text: str) -> str:
+    """Control characters a manifest value holds, escaped: a terminal must not run them."""
+    if not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def _printable(f: Finding) -> Finding:
     def clean(text: str | None) -> str | None:
-        if text is None or not _CONTROL.search(text):
-            return text
-        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+        return None if text is None else printable(text)
 
     return dataclasses.replace(f, message=clean(f.message) or "", file=clean(f.file),
                                path=clean(f.path), object=clean(f.object),
