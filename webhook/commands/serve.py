@@ -25,12 +25,11 @@ from typing import Any, TextIO
 from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger as GunicornLogger
 
-from webhook.http import metrics_port, worker
+from webhook.http import admission, metrics_port, worker
 from webhook.inputs import sources
 
 DEFAULT_SERVICE = "gpupolicy"
 DEFAULT_NAMESPACE = "gpupolicy"
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # read by prometheus_client when first imported
 # client-go's transports drop a connection idle for 90 s (IdleConnTimeout). Whoever closes an
 # idle connection first races a request the other side may be sending on it; a POST lost that
 # way is not retried by Go, and the apiserver then applies failurePolicy. Outliving the client's
@@ -67,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default=os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE,
                         help="the namespace of the webhook's own Service, for the generated "
                              "cert; never governed (default: $POD_NAMESPACE or gpupolicy)")
-    parser.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024,
+    parser.add_argument("--max-body-bytes", type=int, default=admission.MAX_BODY,
                         help="largest AdmissionReview accepted (default: 8 MiB)")
     parser.add_argument("--reload-interval", type=float, default=1.0,
                         help="seconds between checks of the policy/namespace/inventory files")
@@ -216,7 +215,7 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _multiproc_dir() -> None:
-    given = os.environ.get(MULTIPROC_ENV)
+    given = os.environ.get(metrics_port.MULTIPROC_ENV)
     if given:
         Path(given).mkdir(parents=True, exist_ok=True)
         for pattern in ("*.db", f"{metrics_port.READY_PREFIX}*"):  # an earlier run's would count
@@ -224,7 +223,7 @@ def _multiproc_dir() -> None:
                 old.unlink()
         return
     path = tempfile.mkdtemp(prefix="gpupolicy-metrics-")
-    os.environ[MULTIPROC_ENV] = path
+    os.environ[metrics_port.MULTIPROC_ENV] = path
     import atexit
 
     master = os.getpid()

@@ -28,6 +28,7 @@ WARNING_BUDGET = 4096  # runes across all warnings before the apiserver truncate
 DENIAL_SHOWN = 20
 DENIAL_BUDGET = 4096
 AUDIT_VALUE_BUDGET = 2048  # per annotation key; audit events are kept and shipped
+MAX_BODY = 8 * 1024 * 1024  # bytes of one request: well above the apiserver's 3 MiB cap
 ITEM_MAX = 512  # one violation's text (it may quote a value the user wrote at any length)
 AUDIT_KEY_MAX = 63
 _AUDIT_KEY_BAD = re.compile(r"[^-A-Za-z0-9_.]+")

@@ -36,7 +36,8 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.utils import floatToGoString
 
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+from webhook.http.metrics_port import MULTIPROC_ENV
+
 FLUSH_SECONDS = 0.25  # a flush of unchanged totals costs a few dict copies
 # A review takes about 0.1-0.5 ms: buckets from 100 µs, so p50 and p99 can be read off them.
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -135,7 +136,6 @@ class Metrics:
         self._flushed: dict[_Key, tuple[float, Any]] = {}  # key -> (value, mmap value)
         self._value_class: Any = None
         self._flush_lock = threading.Lock()
-        self._stop = threading.Event()
         self.requests = self.counter(
             "gpupolicy_admission_requests",
             "Admission requests answered, by webhook, operation and decision "
@@ -199,14 +199,12 @@ class Metrics:
         self.flush()
 
         def loop() -> None:
-            while not self._stop.wait(FLUSH_SECONDS):
+            while True:
+                time.sleep(FLUSH_SECONDS)
                 self.flush()
 
         threading.Thread(target=loop, name="gpupolicy-metrics", daemon=True).start()
         atexit.register(self.flush)
-
-    def stop(self) -> None:
-        self._stop.set()
 
     def flush(self) -> None:
         """Write this process's totals into its multiprocess files (only what changed)."""

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 READY_PREFIX = "ready-"  # ready-<pid>.json, one per live worker
-READY_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"  # serve always sets it; cleaned at start-up
+# The workers' shared directory: metrics files and readiness files. serve always sets it and
+# cleans it at start-up; prometheus_client reads it when first imported.
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 ROUTES = (b"/metrics", b"/healthz", b"/readyz")
 
 _published: dict[int, str] = {}  # pid -> the text last written, so unchanged states cost nothing
@@ -63,7 +65,7 @@ def _exposition() -> tuple[str, bytes]:
 
 
 def _ready_file(pid: int) -> Path | None:
-    where = os.environ.get(READY_DIR_ENV)
+    where = os.environ.get(MULTIPROC_ENV)
     return Path(where) / f"{READY_PREFIX}{pid}.json" if where else None
 
 
@@ -88,7 +90,7 @@ def unpublish(pid: int) -> None:
 
 
 def readiness(expected_workers: int) -> tuple[bool, dict[str, Any]]:
-    where = os.environ.get(READY_DIR_ENV)
+    where = os.environ.get(MULTIPROC_ENV)
     workers: dict[str, Any] = {}
     if where:
         for path in sorted(Path(where).glob(f"{READY_PREFIX}*.json")):

@@ -15,14 +15,13 @@ from policies.engine import namespace_of, review
 from webhook.http import admission, logs, metrics
 from webhook.inputs.state import State
 
-DEFAULT_MAX_BODY = 8 * 1024 * 1024  # well above the apiserver's 3 MiB request cap
 # The apiserver drops a trailing slash; a hand-made `/mutate/` works too and never redirects.
 _ROUTES = {"/mutate": "mutate", "/mutate/": "mutate",
            "/validate": "validate", "/validate/": "validate"}
 _STATUS = {200: "200 OK", 400: "400 BAD REQUEST", 500: "500 INTERNAL SERVER ERROR"}
 
 
-def create_app(state: State, *, max_body: int = DEFAULT_MAX_BODY,
+def create_app(state: State, *, max_body: int = admission.MAX_BODY,
                meters: metrics.Metrics | None = None) -> Flask:
     """The webhook app; `meters` (default: a new Metrics, flushed to PROMETHEUS_MULTIPROC_DIR
     when that is set) is where it counts, with the families of `state` added to it."""

@@ -34,7 +34,7 @@ from gunicorn import http, util
 from gunicorn import sock as gsock
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
-from webhook.http import metrics_port
+from webhook.http import admission, metrics_port
 
 HANDSHAKE_TIMEOUT = 5.0  # accept → TLS handshake done
 HEAD_TIMEOUT = 5.0  # handshake done (or a kept-alive request's first byte) → whole head in
@@ -114,7 +114,7 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
     # Set by serve before the workers fork.
     plain_ports: frozenset[int] = frozenset()
     expected_workers = 1
-    body_limit = 8 * 1024 * 1024  # the app's --max-body-bytes: larger ones are refused unread
+    body_limit = admission.MAX_BODY  # the app's --max-body-bytes: larger ones are refused unread
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
