@@ -182,7 +182,8 @@ def documents_among(loaded: list[tuple[str, bytes]]) -> sources.ClusterObjects:
     marks = {kind.encode() for kind in sources.CONTEXT_KINDS}
     return sources.context_objects(
         obj for _, raw in loaded if any(m in raw for m in marks)
-        for obj in sources.stream_objects(yamlpos.read_stream(raw)))
+        for doc in yamlpos.iter_stream(raw) if isinstance(doc, yamlpos.Document)
+        for _, obj in doc.objects())  # streamed: a large dump is never held whole
 
 
 def lint_stream(
