@@ -316,13 +316,6 @@ class FileSource:
         self.problems: list[tuple[str, yamlpos.SyntaxProblem]] = []
         self.kinds: KindTable = WORKLOAD_KINDS  # the audit sets the one --workload-kinds gave
 
-    def _objects(self, file: Path) -> list[dict[str, Any]]:
-        try:
-            stream = sources.read_stream(file)
-        except sources.SourceError:
-            return []  # reported by the workload pass
-        return list(sources.stream_objects(stream))
-
     def cluster_objects(self, warn: Warn) -> sources.ClusterObjects:
         """Namespace, Node and GPUPolicy documents, found in a first pass."""
         found = sources.ClusterObjects()
@@ -333,8 +326,10 @@ class FileSource:
                 continue  # reported by the workload pass
             if not any(k.encode() in raw for k in sources.CLUSTER_KINDS):
                 continue
-            for obj in self._objects(file):
-                found.add(obj)
+            for doc in yamlpos.iter_stream(raw):  # streamed: a large dump is never held whole
+                if isinstance(doc, yamlpos.Document):
+                    for _, obj in doc.objects():
+                        found.add(obj)
         for problem in found.problems:
             warn(problem)
         found.problems.clear()
