@@ -250,31 +250,31 @@ def fraction_request(annotations: Mapping[str, Any], path: FieldPath) -> Fractio
         return None
     problems: list[tuple[str, str]] = []
     fraction: Fraction | None = None
-    memory: int | None = None
-    devices = 1
     raw = annotations.get(KAI_FRACTION)
     if raw is not None:
         if isinstance(raw, str) and _DECIMAL.match(raw) and 0 < Fraction(raw) <= 1:
             fraction = Fraction(raw)
         else:
             problems.append((KAI_FRACTION, "must be a decimal greater than 0 and at most 1"))
-    raw = annotations.get(KAI_MEMORY)
-    if raw is not None:
-        if isinstance(raw, str) and _COUNT.match(raw):
-            memory = int(raw)
-        else:
-            problems.append((KAI_MEMORY, "must be a whole number of MiB greater than 0"))
-    raw = annotations.get(KAI_DEVICES)
-    if raw is not None:
-        if isinstance(raw, str) and _COUNT.match(raw):
-            devices = int(raw)
-        else:
-            problems.append((KAI_DEVICES, "must be a whole number greater than 0"))
-        if KAI_FRACTION not in annotations:
-            problems.append((KAI_DEVICES, f"applies only together with {KAI_FRACTION}"))
+    memory = _whole(annotations, KAI_MEMORY, "a whole number of MiB", problems)
+    devices = _whole(annotations, KAI_DEVICES, "a whole number", problems) or 1
+    if annotations.get(KAI_DEVICES) is not None and KAI_FRACTION not in annotations:
+        problems.append((KAI_DEVICES, f"applies only together with {KAI_FRACTION}"))
     if KAI_FRACTION in annotations and KAI_MEMORY in annotations:
         problems.append((KAI_MEMORY, f"cannot be given together with {KAI_FRACTION}"))
     return FractionRequest(path, fraction, memory, devices, tuple(problems))
+
+
+def _whole(annotations: Mapping[str, Any], key: str, what: str,
+           problems: list[tuple[str, str]]) -> int | None:
+    """A count annotation as KAI reads it; None (and a problem) when it is not one."""
+    raw = annotations.get(key)
+    if raw is None:
+        return None
+    if isinstance(raw, str) and _COUNT.match(raw):
+        return int(raw)
+    problems.append((key, f"must be {what} greater than 0"))
+    return None
 
 
 def _amounts(
