@@ -10,6 +10,7 @@ but pod templates inside custom resources (Kubeflow, Ray, KServe...) and manifes
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from policies.display import path_key, shown, type_name
@@ -150,3 +151,17 @@ def absent_or(value: Any, schema: Schema) -> bool:
 
 def spec_problems(spec: Mapping[str, Any], prefix: FieldPath) -> list[tuple[FieldPath, str]]:
     return problems(spec, POD_SPEC, prefix)
+
+
+def container_problems(container: Mapping[str, Any], path: FieldPath,
+                       resources_field: str = "resources") -> list[tuple[FieldPath, str]]:
+    """A container-like object a kind keeps outside the pod spec's lists (KServe `model`, an
+    Argo `container`, a TrainJob's trainer with `resourcesPerNode`)."""
+    return problems(container, _container(resources_field), path)
+
+
+@lru_cache(maxsize=8)
+def _container(resources_field: str) -> Schema:
+    fields = dict(_CONTAINER[1])
+    fields[resources_field] = fields.pop("resources")
+    return ("object", fields)

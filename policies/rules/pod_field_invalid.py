@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from policies.context import Context
 from policies.decision import Finding
 from policies.model import GPUPolicy
-from policies.shape import spec_problems
+from policies.shape import container_problems, spec_problems
 from policies.view import PodView
 
 ID = "pod-field-invalid"
@@ -26,3 +26,11 @@ INTRINSIC = True
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     for path, message in spec_problems(view.spec, view.prefix):
         yield Finding(ID, message, path)
+    for container in view.demand.containers:  # those its kind keeps outside the lists
+        if container.path[len(view.prefix):][:1] not in _LISTS:
+            for path, message in container_problems(container.spec, container.path,
+                                                    container.resources_field):
+                yield Finding(ID, message, path)
+
+
+_LISTS = {("containers",), ("initContainers",), ("ephemeralContainers",)}
