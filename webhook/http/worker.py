@@ -115,6 +115,9 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
     plain_ports: frozenset[int] = frozenset()
     expected_workers = 1
     body_limit = admission.MAX_BODY  # the app's --max-body-bytes: larger ones are refused unread
+    # serve's certificate check (TLSFiles.refresh): run by the loop twice a second too, not
+    # only at handshakes, so an idle worker's expiry metric and refusals are current.
+    refresh_tls: Callable[[], None] | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -174,6 +177,11 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
         if now >= self.next_publish:
             self.next_publish = now + 0.5
             self._publish()
+            if self.refresh_tls is not None:
+                try:
+                    self.refresh_tls()
+                except Exception:  # never stop the loop; handshakes keep the last good pair
+                    self.log.exception("tls certificate check failed")
 
     # -- the loop's side: accept, handshake, head, idle, close ---------------------------------
 
@@ -465,7 +473,8 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
     # -- readiness, read by any worker's metrics port -------------------------------------------
 
     def _publish(self) -> None:
-        detail = _readiness() if _readiness is not None else {"ready": True}
+        # No app loaded yet, no readiness reader: never "ready" by default.
+        detail = _readiness() if _readiness is not None else {"ready": False}
         metrics_port.publish(self.pid, detail)
 
 
