@@ -240,3 +240,51 @@ def _try_serial(port: int) -> int | None:
         return served_serial(port)
     except OSError:
         return None
+
+
+def test_a_pair_not_yet_valid_is_taken_once_its_time_comes(live):
+    """Refused while early, then served from its notBefore on without any file change."""
+    server, tls, ca, _ = live
+    started = time.monotonic()
+    good_pem, good_key, good = make_pair(ca, days=60)
+    install(tls, good_pem, good_key)
+    wait_for(lambda: all(served_serial(server.port) == good for _ in range(6)), 10, "rotated")
+    early_pem, early_key, early = make_pair(ca, start=4)
+    install(tls, early_pem, early_key)
+    time.sleep(1.5)
+    assert all(served_serial(server.port) == good for _ in range(6))
+    wait_for(lambda: all(served_serial(server.port) == early for _ in range(6)), 15,
+             "the pair served once valid")
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize(("san", "name", "covers"), [
+    ("gpupolicy.gpupolicy.svc", "gpupolicy.gpupolicy.svc", True),
+    ("GPUPolicy.gpupolicy.svc.", "gpupolicy.gpupolicy.svc", True),
+    ("*.gpupolicy.svc", "gpupolicy.gpupolicy.svc", True),
+    ("*.svc", "gpupolicy.gpupolicy.svc", False),  # a wildcard stands for one label only
+    ("*.gpupolicy.svc", "gpupolicy.svc", False),
+    ("gpupolicy.gpupolicy.svc.cluster.local", "gpupolicy.gpupolicy.svc", False),
+    ("other.gpupolicy.svc", "gpupolicy.gpupolicy.svc", False),
+])
+def test_which_names_a_certificate_covers(san, name, covers):
+    assert certs.names_match(san, name) is covers
+
+
+def test_check_pair_says_what_is_wrong():
+    ca = certs.build_ca()
+    cert_pem, key_pem, _ = make_pair(ca)
+    assert certs.check_pair(cert_pem, key_pem, (SERVICE,)).subject
+    other_key = make_pair(ca)[1]
+    cases = {
+        "unreadable": (cert_pem[:50], key_pem, ()),
+        "key_mismatch": (cert_pem, other_key, ()),
+        "wrong_name": (cert_pem, key_pem, ("gpupolicy.elsewhere.svc",)),
+        "expired": (*make_pair(ca, start=-20 * 86400, days=1)[:2], ()),
+        "not_yet_valid": (*make_pair(ca, start=3600)[:2], ()),
+    }
+    for reason, (cert, key, names) in cases.items():
+        with pytest.raises(certs.PairProblem) as problem:
+            certs.check_pair(cert, key, names)
+        assert problem.value.reason == reason
+        assert (problem.value.retry_at is not None) is (reason == "not_yet_valid")
