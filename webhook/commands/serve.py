@@ -15,6 +15,7 @@ import datetime as dt
 import gc
 import os
 import shutil
+import signal
 import socket
 import ssl
 import sys
@@ -39,6 +40,10 @@ DEFAULT_NAMESPACE = "gpupolicy"
 # timeout leaves the closing to the client, which cannot race itself.
 DEFAULT_KEEPALIVE = 120
 LISTEN_BACKLOG = 2048
+# On SIGHUP the old workers keep serving until the new ones have loaded every source (listed
+# the cluster), for at most this long; gunicorn's own reload then waits graceful_timeout for
+# them to stop. A signal to stop cuts the wait short.
+ROLL_TIMEOUT = 30.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -411,15 +416,42 @@ def _child_exit(_server: Any, dead: Any) -> None:
 
 class _Arbiter(Arbiter):  # type: ignore[misc]
     """gunicorn's master, which also keeps the last good certificate pair for the workers it
-    forks, and marks each new worker "starting" (not ready) until that worker reports."""
+    forks, marks each new worker "starting" (not ready) until that worker reports, and on
+    SIGHUP stops the old workers only once their replacements are ready (or after
+    ROLL_TIMEOUT): meanwhile the old ones judge with the whole state and the new ones take no
+    admission (webhook/http/worker.py), so a reload refuses nothing."""
 
     def __init__(self, app: _Gunicorn) -> None:
         super().__init__(app)
         self.tls = app.tls
+        self.stopping = False
+
+    def signal(self, sig: int, frame: Any) -> None:
+        if sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+            self.stopping = True  # cut a reload's wait short: shutting down comes first
+        super().signal(sig, frame)
 
     def manage_workers(self) -> None:  # every turn of the master's loop (≤ 1 s), and on HUP
         self.tls.refresh()
-        super().manage_workers()
+        if len(self.WORKERS) > self.num_workers:
+            self._await_replacements()
+        super().manage_workers()  # stops the oldest workers beyond num_workers
+
+    def _await_replacements(self) -> None:
+        deadline = time.monotonic() + ROLL_TIMEOUT
+        while not self.stopping and len(self.WORKERS) > self.num_workers:
+            newest = sorted(self.WORKERS.values(), key=lambda w: w.age)[-self.num_workers:]
+            states = metrics_port.states()
+            if all(metrics_port.serving(states.get(str(w.pid))) for w in newest):
+                return
+            if time.monotonic() >= deadline:
+                _log_event("new workers not ready; stopping the old ones anyway", level=30,
+                           waited_seconds=ROLL_TIMEOUT,
+                           not_ready=[w.pid for w in newest
+                                      if not metrics_port.serving(states.get(str(w.pid)))])
+                return
+            self.reap_workers()
+            time.sleep(0.1)
 
     def spawn_worker(self) -> int:
         self.tls.refresh()  # the child inherits the master's last good pair

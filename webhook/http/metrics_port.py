@@ -10,7 +10,8 @@ The master writes a worker's file first, "starting", the moment it forks it (exp
 a worker still loading its app has not published anything, and without its file the workers
 being replaced (SIGHUP, a worker killed) would make /readyz 200 while the new one cannot judge
 yet. So /readyz follows the least ready worker, a worker that has not reported counting as
-not ready.
+not ready. A worker stopping (SIGTERM, replaced by SIGHUP) says so: it takes no new connection
+and no longer counts as one of the workers.
 """
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ def unpublish(pid: int) -> None:
     _published.pop(pid, None)
 
 
-def readiness(expected_workers: int) -> tuple[bool, dict[str, Any]]:
+def states() -> dict[str, Any]:
+    """Every worker's last published state, by pid (as text)."""
     where = os.environ.get(MULTIPROC_ENV)
     workers: dict[str, Any] = {}
     if where:
@@ -122,10 +124,21 @@ def readiness(expected_workers: int) -> tuple[bool, dict[str, Any]]:
                 workers[path.stem[len(READY_PREFIX):]] = json.loads(path.read_text("utf-8"))
             except (OSError, ValueError):
                 continue  # a worker gone between the glob and the read
-    not_ready = {pid: _why(detail) for pid, detail in workers.items()
-                 if not (isinstance(detail, dict) and detail.get("ready") is True)}
-    if len(workers) < expected_workers:
-        not_ready["workers"] = f"{len(workers)} of {expected_workers} workers running"
+    return workers
+
+
+def serving(detail: Any) -> bool:
+    """A worker ready to judge and taking new connections."""
+    return isinstance(detail, dict) and detail.get("ready") is True and not detail.get("stopping")
+
+
+def readiness(expected_workers: int) -> tuple[bool, dict[str, Any]]:
+    workers = states()
+    staying = {pid: d for pid, d in workers.items()
+               if not (isinstance(d, dict) and d.get("stopping"))}
+    not_ready = {pid: _why(detail) for pid, detail in staying.items() if not serving(detail)}
+    if len(staying) < expected_workers:
+        not_ready["workers"] = f"{len(staying)} of {expected_workers} workers running"
     ready = not not_ready
     return ready, {"ready": ready, "expected_workers": expected_workers, "workers": workers,
                    "not_ready": not_ready}
