@@ -149,9 +149,11 @@ class TLSFiles:
                 cert = _check(cert_pem, key_pem, self.names)
                 context = self._build(cert_pem, key_pem)
             except (OSError, ssl.SSLError, ValueError) as exc:
-                reason = getattr(exc, "reason", None)
-                reason = reason if isinstance(reason, str) and reason.islower() else "unreadable"
-                retry = getattr(exc, "retry_at", None)
+                from webhook import certs
+
+                problem = exc if isinstance(exc, certs.PairProblem) else None
+                reason = problem.reason if problem else "unreadable"
+                retry = problem.retry_at if problem else None
                 self._failed, self._retry_at = mark, retry.timestamp() if retry else None
                 self.errors[reason] = self.errors.get(reason, 0) + 1
                 _log_event("tls certificate refused; keeping the last good one", level=30,
