@@ -202,6 +202,7 @@ def test_a_stalled_api_server_gets_no_verdict_either(tmp_path):
     try:
         with Load(server) as load:
             time.sleep(3)
+        print("API server stalled:", dict(load.verdicts))
         assert load.verdicts["wrong"] == 0 and load.verdicts["right"] == 0, load.verdicts
         assert load.verdicts["no_verdict"] > 0, load.verdicts
         ready = server.plain("GET", "/readyz")
