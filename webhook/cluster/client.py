@@ -147,13 +147,15 @@ def served(func: Callable[..., Any], group: str, version: str, plural: str,
 @dataclass
 class WatchSettings:
     page_size: int = 500
-    watch_timeout: int = 290  # server-side timeoutSeconds; the watch is then resumed
+    # Server-side timeoutSeconds; the watch is then resumed. The API server bookmarks an open
+    # watch once a minute and 2 s before this deadline, so even one that sends no periodic
+    # bookmarks confirms the state within watch_timeout.
+    watch_timeout: int = 60
     connect_timeout: float = 5.0
     read_timeout: float = 330.0  # a list page: no byte for this long, the server is gone
     # A watch that brings neither an event nor a bookmark for this long is dropped and the
-    # resource relisted: the API server bookmarks every open watch once a minute
-    # (and 2 s before timeoutSeconds), so a healthy one is never this quiet.
-    idle_timeout: float = 150.0
+    # resource relisted: a healthy one is never this quiet (see watch_timeout).
+    idle_timeout: float = 90.0
     quiet_period: float = 60.0  # this long without a failure: the back-off starts over
     backoff_initial: float = 0.5
     backoff_max: float = 30.0  # also how often a resource not installed is looked for again
@@ -298,10 +300,12 @@ class WatchCache:
         delay = self.settings.backoff_initial
         last_failure = -float("inf")
         while not self._stopping.is_set():
+            watching = False
             try:
                 if self._relist_needed and not self._relist():
                     self._stopping.wait(self.settings.backoff_max)  # not installed: look later
                     continue
+                watching = True
                 self._watch_once()
             except Exception as exc:  # whatever the server or an object holds, never die
                 if self._stopping.is_set():
@@ -311,7 +315,8 @@ class WatchCache:
                 if now - last_failure >= self.settings.quiet_period:
                     delay = self.settings.backoff_initial  # healthy for a while: start over
                 last_failure = now
-                if isinstance(exc, ApiException) and exc.status == 410:
+                if watching and isinstance(exc, ApiException) and exc.status == 410:
+                    # etcd compacted past our resourceVersion: the expected way to relist
                     log.info("%s: resourceVersion %s expired (410 Gone); relisting",
                              self.name, self._rv)
                     continue
