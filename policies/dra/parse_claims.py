@@ -1,5 +1,6 @@
-"""ResourceClaim and ResourceClaimTemplate (resource.k8s.io/v1, and the v1beta1 flat request)
-from untrusted dicts."""
+"""ResourceClaim and ResourceClaimTemplate from untrusted dicts, in every served version:
+v1 and v1beta2 put a request's fields under `exactly`, v1beta1 puts them on the request itself
+(`requests[i].deviceClassName`); both read into one Request. Other versions are input errors."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from policies.dra.objects import (
     RequestSlot,
     Toleration,
 )
-from policies.dra.reader import Reader, read_meta, read_selectors
+from policies.dra.reader import V1BETA1, Reader, read_meta, read_selectors, served_version
 from policies.paths import FieldPath, to_display
 
 
@@ -29,15 +30,18 @@ def parse_claim(raw: Any) -> Claim:
     kind = "ResourceClaimTemplate" if obj.get("kind") == "ResourceClaimTemplate" else \
         "ResourceClaim"
     name, namespace = read_meta(obj, reader)
+    version = served_version(obj, kind, reader)
+    # Hand-built claims (no apiVersion) may use either request shape.
+    flat = version == V1BETA1 or obj.get("apiVersion") is None
     base: FieldPath = ("spec", "spec") if kind == "ResourceClaimTemplate" else ("spec",)
     spec = reader.mapping(obj.get("spec"), ("spec",))
     if kind == "ResourceClaimTemplate":
         spec = reader.mapping(spec.get("spec"), base)
-    devices = reader.mapping(spec.get("devices"), (*base, "devices"))
+    devices = reader.mapping(spec.get("devices"), (*base, "devices")) if version else {}
     requests = []
     for i, entry in reader.items(devices.get("requests"), (*base, "devices", "requests"),
                                  MAX_REQUESTS):
-        slot = _slot(entry, (*base, "devices", "requests", i), reader)
+        slot = _slot(entry, (*base, "devices", "requests", i), flat, reader)
         if slot is not None:
             requests.append(slot)
     names = {s.name for s in requests} | {a.name for s in requests for a in s.alternatives}
@@ -51,7 +55,8 @@ def parse_claim(raw: Any) -> Claim:
                  tuple(reader.problems), base)
 
 
-def _slot(raw: Mapping[str, Any], path: FieldPath, reader: Reader) -> RequestSlot | None:
+def _slot(raw: Mapping[str, Any], path: FieldPath, flat: bool,
+          reader: Reader) -> RequestSlot | None:
     name = reader.string(raw.get("name"), (*path, "name"), required=True)
     exactly, first = raw.get("exactly"), raw.get("firstAvailable")
     if exactly is not None and first is not None:
@@ -68,8 +73,13 @@ def _slot(raw: Mapping[str, Any], path: FieldPath, reader: Reader) -> RequestSlo
                        "at least one subrequest")
             return None
         return RequestSlot(name, subs, path)
-    if exactly is None and "deviceClassName" in raw:
+    if exactly is None and flat and "deviceClassName" in raw:
         request = _request(raw, path, name, reader)  # v1beta1: the request itself
+    elif exactly is None and "deviceClassName" in raw:
+        reader.bad((*path, "deviceClassName"), f"{to_display((*path, 'deviceClassName'))}: "
+                   "unknown field: only resource.k8s.io/v1beta1 puts it on the request; "
+                   "v1 and v1beta2 want it under `exactly`")
+        return None
     elif exactly is None:
         reader.bad(path, f"{to_display(path)}: exactly one of `exactly` or `firstAvailable` "
                    "is required")
