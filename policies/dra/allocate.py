@@ -47,6 +47,8 @@ class GroupVerdict:
     allocated: Mapping[str, tuple[Device, ...]] = field(default_factory=dict)
     problems: tuple[Problem, ...] = ()
     undecided: bool = False  # the search ran out of budget; counted as a fit
+    # request slot -> "driver/pool/device" of the devices taken, as allocation results name them
+    placed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def fits(self) -> bool:
@@ -126,7 +128,11 @@ class _Check:
         chosen = {f"{self._slot_name(a)}": a.request.name for a in search.picked_alts}
         taken = {self._slot_name(a): tuple(self.flat[i].device for i in found)
                  for a, found in search.picked_devices.items()}
-        return self._verdict((), chosen=chosen, taken=taken)
+        placed = {self._slot_name(a): tuple(f"{self.flat[i].device.driver}/"
+                                            f"{self.flat[i].pool.name}/"
+                                            f"{self.flat[i].device.name}" for i in found)
+                  for a, found in search.picked_devices.items()}
+        return self._verdict((), chosen=chosen, taken=taken, placed=placed)
 
     def _pigeonhole(self, units: list[list[Alt]]) -> str:
         """Single-alternative requests that need more distinct devices than all of them
@@ -145,11 +151,12 @@ class _Check:
 
     def _verdict(self, reasons: tuple[str, ...], undecided: bool = False,
                  chosen: Mapping[str, str] | None = None,
-                 taken: Mapping[str, tuple[Device, ...]] | None = None) -> GroupVerdict:
+                 taken: Mapping[str, tuple[Device, ...]] | None = None,
+                 placed: Mapping[str, tuple[str, ...]] | None = None) -> GroupVerdict:
         if reasons and self.unusable:
             reasons = (*reasons, *(f"{u}, its devices are not usable" for u in self.unusable))
         return GroupVerdict(self.group.name, self.group.nodes, reasons, chosen or {},
-                            taken or {}, tuple(self.problems), undecided)
+                            taken or {}, tuple(self.problems), undecided, placed or {})
 
     def _slot_name(self, alt: Alt) -> str:
         claim = self.claims[alt.claim]

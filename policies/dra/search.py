@@ -59,6 +59,9 @@ class Search:
         self.label = label
         self.units = units
         self.used: dict[int, int] = {}
+        # (claim, device) -> times taken: one claim never gets a device twice, admin access
+        # or not (only separate claims share a device through admin access)
+        self.in_claim: dict[tuple[int, int], int] = {}
         self.counters: dict[tuple[int, str], dict[str, Number]] = {}
         for index, pool in enumerate(pools):
             for name, amounts in pool.counters.items():
@@ -127,7 +130,8 @@ class Search:
         device = flat.device
         request = alt.request
         admin = request.admin_access
-        if not admin and self.used.get(index) and not device.allow_multiple:
+        if not device.allow_multiple and (
+                self.in_claim.get((alt.claim, index)) or (not admin and self.used.get(index))):
             self._block("taken")
             return None
         consumed: dict[str, Number] = {}
@@ -149,6 +153,8 @@ class Search:
         touched = self._constraints(alt, device)
         if touched is None:
             return None
+        mine = (alt.claim, index)
+        self.in_claim[mine] = self.in_claim.get(mine, 0) + 1
         if not admin:
             self.used[index] = self.used.get(index, 0) + 1
             for counter_set, amounts in device.consumes:
@@ -162,6 +168,7 @@ class Search:
         def undo() -> None:
             for key in touched:
                 self.values[key].pop()
+            self.in_claim[mine] -= 1
             if admin:
                 return
             self.used[index] -= 1
