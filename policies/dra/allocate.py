@@ -113,6 +113,7 @@ class _Check:
         except _Unjudged:
             return self._verdict((), undecided=True)
         static = [self._static_reason(alts) for alts in units]
+        static.append(self._claim_limit(units))
         if any(static):
             return self._verdict(tuple(r for r in static if r))
         crowded = self._pigeonhole(units)
@@ -133,6 +134,21 @@ class _Check:
                                             f"{self.flat[i].device.name}" for i in found)
                   for a, found in search.picked_devices.items()}
         return self._verdict((), chosen=chosen, taken=taken, placed=placed)
+
+    def _claim_limit(self, units: list[list[Alt]]) -> str:
+        """A claim's allocation holds at most 32 devices (the allocator's "exceeds the claim
+        limit"): the fewest its requests can take, each at its smallest alternative."""
+        least: dict[int, int] = {}
+        for alts in units:
+            smallest = min((len(a.candidates) if a.request.mode == "All" else a.request.count)
+                           for a in alts)
+            least[alts[0].claim] = least.get(alts[0].claim, 0) + smallest
+        for index, total in least.items():
+            if total > MAX_DEVICES_PER_CLAIM:
+                claim = self.claims[index]
+                return (f"claim {claim.name or '(unnamed)'} asks for {total} devices, which "
+                        f"exceeds the claim limit of {MAX_DEVICES_PER_CLAIM}")
+        return ""
 
     def _pigeonhole(self, units: list[list[Alt]]) -> str:
         """Single-alternative requests that need more distinct devices than all of them

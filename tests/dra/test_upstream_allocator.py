@@ -77,12 +77,13 @@ def _slice(index: int, raw: dict[str, Any]) -> dict[str, Any]:
 
 def _request(raw: dict[str, Any], tolerations: list[Any], sub: bool = False) -> dict[str, Any]:
     body: dict[str, Any] = {"deviceClassName": raw.get("class", "")}
-    if raw.get("mode") == "All":
-        body["allocationMode"] = "All"
-    else:
+    if "mode" in raw:
+        body["allocationMode"] = raw["mode"]
+    if raw.get("mode") != "All":
         body["count"] = raw.get("count", 1)
-    if "selectors" in raw:
-        body["selectors"] = [{"cel": {"expression": e}} for e in raw["selectors"]]
+    if "selectors" in raw:  # an expression, or a selector object as written (`{}`: unknown)
+        body["selectors"] = [{"cel": {"expression": e}} if isinstance(e, str) else e
+                             for e in raw["selectors"]]
     if raw.get("admin"):
         body["adminAccess"] = True
     if raw.get("tolerations") or tolerations:
