@@ -6,7 +6,7 @@ Row shorthands, all read into real v1 objects here:
 - `classes`: name -> driver (a class selecting `device.driver == "<driver>"`), or name ->
   {selectors: [expression, ...]};
 - `slices`: {node | all | selector | perDevice, pool, driver, generation (1), count (1),
-  devices: [name | device object, capacity given as name -> quantity], counters (sharedCounters)};
+  devices: [name | device (see _device)], counters: counter set -> counter -> quantity};
 - `claims`: {name, requests: [{name, class, count, mode, selectors, admin, tolerations,
   capacity, first: [subrequests]}], constraints (v1 objects), tolerations (every request's)};
 - `node`: the node allocated for (node-1 in region-1, node-2 in region-2, both on planet earth);
@@ -40,15 +40,21 @@ def _class(name: str, spec: Any) -> dict[str, Any]:
 
 
 def _device(raw: Any) -> dict[str, Any]:
+    """A device shorthand: capacity name -> quantity, `consumes` counter set -> counters,
+    `fromCounters` (capacity = the counters it consumes), other fields as the API has them."""
     if isinstance(raw, str):
         return {"name": raw}
-    device = dict(raw)
+    device = {k: v for k, v in raw.items() if k not in ("consumes", "fromCounters")}
+    if "consumes" in raw:
+        device["consumesCounters"] = [
+            {"counterSet": name, "counters": {k: {"value": v} for k, v in counters.items()}}
+            for name, counters in raw["consumes"].items()]
+    if raw.get("fromCounters"):
+        device["capacity"] = {k: v for counters in raw.get("consumes", {}).values()
+                              for k, v in counters.items()}
     if "capacity" in device:
         device["capacity"] = {k: v if isinstance(v, dict) else {"value": v}
                               for k, v in device["capacity"].items()}
-    for entry in device.get("consumesCounters", []):
-        entry["counters"] = {k: v if isinstance(v, dict) else {"value": v}
-                             for k, v in entry["counters"].items()}
     return device
 
 
@@ -67,10 +73,10 @@ def _slice(index: int, raw: dict[str, Any]) -> dict[str, Any]:
         spec["perDeviceNodeSelection"] = True
     else:
         spec["nodeSelector"] = raw["selector"]
-    if "counters" in raw:
+    if "counters" in raw:  # counter set -> counter -> quantity
         spec["sharedCounters"] = [
-            {"name": c["name"], "counters": {k: {"value": v} for k, v in c["counters"].items()}}
-            for c in raw["counters"]]
+            {"name": name, "counters": {k: {"value": v} for k, v in counters.items()}}
+            for name, counters in raw["counters"].items()]
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
             "metadata": {"name": raw.get("name", f"slice-{index}")}, "spec": spec}
 
