@@ -26,11 +26,19 @@ from policies.dra.objects import (
 )
 from policies.dra.pools import DraInventory, NodeGroup
 from policies.dra.problems import Problem, ProblemKind
-from policies.dra.search import Alt, Budget, Exhausted, Flat, Search, consumption, devices_text
+from policies.dra.search import (
+    MAX_DEVICES_PER_CLAIM,
+    Alt,
+    Budget,
+    Exhausted,
+    Flat,
+    Search,
+    consumption,
+    devices_text,
+)
 from policies.paths import FieldPath
 from policies.quantity import Number
 
-MAX_DEVICES_PER_CLAIM = 32
 _BLOCKING = frozenset({"NoSchedule", "NoExecute"})
 _PREFIX = re.compile(r"""device\.(?:attributes|capacity)\[\s*(['"])[^'"]*\1\s*\]\.""")
 

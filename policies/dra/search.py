@@ -14,6 +14,7 @@ from policies.dra.pools import Pool
 from policies.quantity import Number
 
 STEP_BUDGET = 20_000
+MAX_DEVICES_PER_CLAIM = 32  # devices one claim's allocation may hold (AllocationResultsMaxSize)
 
 
 class Budget:
@@ -69,6 +70,14 @@ class Search:
         self.capacity: dict[int, dict[str, Number]] = {}
         # claim index -> constraint index -> chosen typed values
         self.values: dict[tuple[int, int], list[Any]] = {}
+        # devices each claim holds so far, and the fewest the claim's later requests need:
+        # an alternative that would take the claim past its limit is not tried at all
+        self.held: dict[int, int] = {}
+        self.later: list[int] = []
+        for unit in range(len(units)):
+            claim = units[unit][0].claim
+            self.later.append(sum(min(_need(a) for a in units[u]) for u in
+                                  range(unit + 1, len(units)) if units[u][0].claim == claim))
         self.picked_alts: list[Alt] = []
         self.picked_devices: dict[Alt, tuple[int, ...]] = {}
         self.deepest = -1
@@ -82,10 +91,16 @@ class Search:
         for alt in self.units[unit]:
             if alt.reason:
                 continue
+            need = _need(alt)
+            held = self.held.get(alt.claim, 0)
+            if held + need + self.later[unit] > MAX_DEVICES_PER_CLAIM:
+                self._block("claim-limit")
+                continue
             self.picked_alts.append(alt)
-            need = len(alt.candidates) if alt.request.mode == "All" else alt.request.count
+            self.held[alt.claim] = held + need
             if self._pick(unit, alt, need, 0, []):
                 return True
+            self.held[alt.claim] = held
             self.picked_alts.pop()
         return False
 
@@ -219,10 +234,17 @@ class Search:
             _, pool, counter_set, name = counter.split(":", 3)
             return (f"{label}shared counter {name} of counter set {counter_set} in pool "
                     f"{pool} is exhausted: the partitions requested overlap")
+        if "claim-limit" in self.blocked:
+            return (f"{label}no choice of alternatives keeps the claim within "
+                    f"{MAX_DEVICES_PER_CLAIM} devices")
         if "capacity" in self.blocked:
             return f"{label}the devices' remaining capacity does not cover the requests"
         return (f"{label}the requests together need more devices than match "
                 f"({devices_text(len(alt.candidates))} for {alt.request.name})")
+
+
+def _need(alt: Alt) -> int:
+    return len(alt.candidates) if alt.request.mode == "All" else alt.request.count
 
 
 def devices_text(n: int) -> str:
