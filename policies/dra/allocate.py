@@ -260,16 +260,18 @@ class _Check:
             return f"{label}allocationMode All cannot be satisfied: {self.unusable[0]}"
         if not matched:
             return f"{label}allocationMode All: no device matches {what}"
-        if len(with_capacity) < len(matched):
-            return (f"{label}allocationMode All: {len(matched) - len(with_capacity)} of the "
-                    f"{len(matched)} devices matching {what} lack the capacity requested")
+        # All takes the matching devices that have the capacity requested (the allocator
+        # leaves out those that lack it), and fails on any of them it may not take.
+        if not with_capacity:
+            return (f"{label}allocationMode All: none of the {len(matched)} devices matching "
+                    f"{what} has the capacity requested ({_amounts(request.capacity)})")
         if len(tolerated) < len(with_capacity):
             taint = _first_taint(self.flat, with_capacity, request)
             return (f"{label}allocationMode All takes every device matching {what}, and "
                     f"{len(with_capacity) - len(tolerated)} of them carry a taint the request "
                     f"does not tolerate ({taint})")
-        if len(matched) > MAX_DEVICES_PER_CLAIM:
-            return (f"{label}allocationMode All would take {len(matched)} devices, a claim "
+        if len(with_capacity) > MAX_DEVICES_PER_CLAIM:
+            return (f"{label}allocationMode All would take {len(with_capacity)} devices, a claim "
                     f"holds at most {MAX_DEVICES_PER_CLAIM}")
         return ""
 

@@ -158,7 +158,9 @@ class Search:
                 if consumed[name] > left.get(name, 0):
                     self._block("capacity")
                     return None
-        if not admin:
+        # A device consumes its counters once, however many requests share it.
+        first_use = not admin and not self.used.get(index)
+        if first_use:
             for counter_set, amounts in device.consumes:
                 have = self.counters.get((flat.pool_index, counter_set), {})
                 for name, amount in amounts.items():
@@ -172,13 +174,13 @@ class Search:
         self.in_claim[mine] = self.in_claim.get(mine, 0) + 1
         if not admin:
             self.used[index] = self.used.get(index, 0) + 1
+        if first_use:
             for counter_set, amounts in device.consumes:
                 have = self.counters[(flat.pool_index, counter_set)]
                 for name, amount in amounts.items():
                     have[name] -= amount
-            if consumed:
-                for name, amount in consumed.items():
-                    self.capacity[index][name] -= amount
+        for name, amount in consumed.items():
+            self.capacity[index][name] -= amount
 
         def undo() -> None:
             for key in touched:
@@ -187,10 +189,11 @@ class Search:
             if admin:
                 return
             self.used[index] -= 1
-            for counter_set, amounts in device.consumes:
-                have = self.counters[(flat.pool_index, counter_set)]
-                for name, amount in amounts.items():
-                    have[name] += amount
+            if first_use:
+                for counter_set, amounts in device.consumes:
+                    have = self.counters[(flat.pool_index, counter_set)]
+                    for name, amount in amounts.items():
+                        have[name] += amount
             for name, amount in consumed.items():
                 self.capacity[index][name] += amount
         return undo

@@ -33,6 +33,9 @@ NODES = {"node-1": {"region": "region-1", "planet": "earth"},
 def _class(name: str, spec: Any) -> dict[str, Any]:
     if isinstance(spec, str):
         exprs = [f'device.driver == "{spec}"']
+    elif "multiple" in spec:  # upstream's class that also selects on allowMultipleAllocations
+        exprs = [f'device.driver == "{spec["driver"]}" && '
+                 f'device.allowMultipleAllocations == {str(spec["multiple"]).lower()}']
     else:
         exprs = list(spec.get("selectors", []))
     return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
@@ -44,7 +47,8 @@ def _device(raw: Any) -> dict[str, Any]:
     `fromCounters` (capacity = the counters it consumes), other fields as the API has them."""
     if isinstance(raw, str):
         return {"name": raw}
-    device = {k: v for k, v in raw.items() if k not in ("consumes", "fromCounters")}
+    device = {k: v for k, v in raw.items()
+              if k not in ("consumes", "fromCounters", "rangePolicy", "validValues")}
     if "consumes" in raw:
         device["consumesCounters"] = [
             {"counterSet": name, "counters": {k: {"value": v} for k, v in counters.items()}}
@@ -55,6 +59,17 @@ def _device(raw: Any) -> dict[str, Any]:
     if "capacity" in device:
         device["capacity"] = {k: v if isinstance(v, dict) else {"value": v}
                               for k, v in device["capacity"].items()}
+    # upstream's two request policies: a range (default 2, min 2, step 2, max 4), or valid
+    # values (`default` first, then `values`) for the capacities named
+    for name, value in raw.get("rangePolicy", {}).items():
+        device.setdefault("capacity", {})[name] = {"value": value, "requestPolicy": {
+            "default": 2, "validRange": {"min": 2, "step": 2, "max": 4}}}
+    if "validValues" in raw:
+        policy = raw["validValues"]
+        for name, value in policy["capacity"].items():
+            device.setdefault("capacity", {})[name] = {"value": value, "requestPolicy": {
+                "default": policy["default"],
+                "validValues": [policy["default"], *policy.get("values", [])]}}
     return device
 
 
