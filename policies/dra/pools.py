@@ -197,11 +197,15 @@ def _pools(slices: list[ResourceSlice]) -> list[tuple[Pool, list[ResourceSlice]]
         newest = max(s.generation for s in members)
         current = sorted((s for s in members if s.generation == newest), key=lambda s: s.name)
         counters: dict[str, Mapping[str, Number]] = {}
+        twice = ""  # a counter set defined by two slices makes the pool invalid
         for one in current:
+            twice = twice or next((c for c in one.counters if c in counters), "")
             counters.update(one.counters)
         devices = [d for one in current for d in one.devices]
+        invalid = f"counter set {twice} is defined twice" if twice else \
+            _invalid(devices, counters)
         pool = Pool(driver, name, newest, len(current), max(s.slice_count for s in current),
-                    tuple(devices), counters, _invalid(devices, counters))
+                    tuple(devices), counters, invalid)
         scoped.append((pool, current))
     return scoped
 
