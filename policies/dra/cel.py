@@ -42,6 +42,10 @@ _STRING_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'" + r'|"(?:[^"\\]|\\.)*"')
 _DEVICE_FIELD = re.compile(r"(?<![\w.])device\s*\.\s*([A-Za-z_]\w*)")
 # What `device` has in a DRA selector (reference/dra.md §4.1); anything else fails to compile.
 DEVICE_FIELDS = frozenset({"driver", "attributes", "capacity", "allowMultipleAllocations"})
+# Kubernetes enables cross-type numeric ordering (`1 < 2.5`); cel-cpp's checker refuses it
+# and will not take a second declaration of `_<_`: such an expression is left unjudged.
+_CROSS_NUMERIC = re.compile(r"no matching overload for '_(?:<|<=|>|>=)_' applied to "
+                            r"'\((?:int|uint|double), (?:int|uint|double)\)'")
 _DOMAIN_LITERAL = re.compile(r"""['"]([a-z0-9]([-a-z0-9.]*[a-z0-9])?\.[a-z0-9.-]+)['"]""")
 
 
@@ -230,6 +234,10 @@ def compile_selector(expression: str) -> Program:
         if "recursion" in text.lower():
             return Program(expression, None, "nested deeper than gpupolicy's CEL engine can "
                            "follow (32 levels); not checked", domains, unsupported=True)
+        if _CROSS_NUMERIC.search(text):
+            return Program(expression, None, "orders numbers of different types (int, uint, "
+                           "double), which Kubernetes allows and gpupolicy's CEL engine "
+                           "cannot type-check; not checked", domains, unsupported=True)
         return Program(expression, None, _compiler_message(text), domains)
     if returned.name() not in ("bool", "BOOL", "dyn", "DYN"):
         return Program(expression, None, "must evaluate to bool or the unknown type, not "

@@ -114,6 +114,13 @@ def test_compile_error_carries_the_compilers_message(expression: str) -> None:
     assert program.error.startswith(("compilation failed: ERROR: <input>:1:", "must evaluate"))
 
 
+@pytest.mark.parametrize("expression", ["1 < 2.5", "device.driver.size() >= 1.0"])
+def test_cross_type_ordering_is_left_unjudged_not_refused(expression: str) -> None:
+    # valid in Kubernetes (cross-type numeric comparisons), refused by cel-cpp's checker
+    program = cel.compile_selector(expression)
+    assert program.unsupported and "not checked" in program.error
+
+
 def test_over_the_cost_limit_is_refused_before_it_runs() -> None:
     # seven nested loops over ten elements: 10^7 steps; the apiserver estimates it over its
     # limit and refuses the object, so it must not run here either.
