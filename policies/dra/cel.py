@@ -39,6 +39,8 @@ from policies.quantity import Number, QuantityError
 _Q = "k8s/quantity"
 _V = "k8s/semver"
 _STRING_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'" + r'|"(?:[^"\\]|\\.)*"')
+_NON_STRING_KEY = re.compile(
+    r"(?<![\w.])device\s*\.\s*(attributes|capacity)\s*\[\s*(true|false|-?\d[\d.]*u?)\s*\]")
 _DEVICE_FIELD = re.compile(r"(?<![\w.])device\s*\.\s*([A-Za-z_]\w*)")
 # What `device` has in a DRA selector (reference/dra.md §4.1); anything else fails to compile.
 DEVICE_FIELDS = frozenset({"driver", "attributes", "capacity", "allowMultipleAllocations"})
@@ -256,6 +258,12 @@ def _unknown_device_field(expression: str) -> str:
     """`device` is declared as an object in Kubernetes, so a field it lacks is a compile error
     there; cel-cpp sees a dyn here, so we check the names ourselves (outside string literals)."""
     code = _STRING_LITERAL.sub(lambda m: " " * len(m.group(0)), expression)
+    # device.attributes and device.capacity are maps keyed by domain strings
+    for match in _NON_STRING_KEY.finditer(code):
+        kind = "bool" if match.group(2) in ("true", "false") else \
+            ("double" if "." in match.group(2) else "int")
+        return (f"compilation failed: ERROR: <input>:1:{match.start(2)}: found no matching "
+                f"overload for '_[_]' applied to '(map(string, map(string, any)), {kind})'")
     for match in _DEVICE_FIELD.finditer(code):
         if match.group(1) not in DEVICE_FIELDS:
             column = match.start(1) + 1

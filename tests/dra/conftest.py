@@ -9,6 +9,7 @@ from tests.dra.upstream.table import TALLIES
 TITLES = {
     "cel": "DRA CEL (dynamic-resource-allocation cel/compile_test.go)",
     "allocator": "DRA allocator (structured/internal/allocatortesting/allocator_testing.go)",
+    "validation": "ResourceClaim validation (kubernetes validation_resourceclaim_test.go)",
 }
 
 
