@@ -95,16 +95,17 @@ def _slot(raw: Mapping[str, Any], path: FieldPath, flat: bool,
         return None
     if first is not None:
         subs_seen: set[str] = set()
+        found: list[Request] = []
         for i, entry in reader.items(first, (*path, "firstAvailable"), MAX_SUBREQUESTS):
             given = entry.get("name")
             if isinstance(given, str) and given in subs_seen:
                 here = (*path, "firstAvailable", i, "name")
                 reader.bad(here, f"{to_display(here)}: Duplicate value: {given[:64]!r}")
             subs_seen.add(given if isinstance(given, str) else "")
-        subs = tuple(
-            sub for i, entry in reader.items(first, (*path, "firstAvailable"), MAX_SUBREQUESTS)
-            if (sub := _request(entry, (*path, "firstAvailable", i), name, reader, True))
-        )
+            sub = _request(entry, (*path, "firstAvailable", i), name, reader, True)
+            if sub is not None:
+                found.append(sub)
+        subs = tuple(found)
         if not subs:
             reader.bad((*path, "firstAvailable"), f"{to_display(path)}.firstAvailable needs "
                        "at least one subrequest")
