@@ -132,7 +132,7 @@ def checked_ast(serialized: bytes) -> Node:
 _STRING_CALLS = frozenset({"contains", "startsWith", "endsWith", "lowerAscii", "upperAscii",
                            "split", "replace", "trim", "substring", "find", "findAll",
                            "join", "format", "charAt", "indexOf", "lastIndexOf", "reverse"})
-_FREE = frozenset({"@not_strictly_false", "_&&_", "_||_", "_?_:_"})
+_FREE = frozenset({"_&&_", "_||_", "_?_:_"})
 
 
 def _size(node: Node) -> int:
@@ -151,6 +151,17 @@ def _size(node: Node) -> int:
             and node.children[0].name == "_[_]":
         return UNKNOWN_SIZE  # a list-typed attribute
     return UNKNOWN_SIZE
+
+
+def _is_map(node: Node) -> bool:
+    """device.attributes, device.capacity, one domain of them, or a map literal."""
+    if node.kind == "struct":
+        return True
+    if node.kind == "select" and node.name in ("attributes", "capacity"):
+        return True
+    return node.kind == "call" and node.name == "_[_]" and bool(node.children) \
+        and node.children[0].kind == "select" and node.children[0].name in (
+            "attributes", "capacity")
 
 
 def _string_size(node: Node) -> int:
@@ -182,10 +193,13 @@ def estimate(node: Node) -> int:
         if node.name in _FREE:
             return below
         if node.name == "matches" and len(node.children) == 2:
-            return below + 1 + (_string_size(node.children[0])
-                                * _string_size(node.children[1])) // 10
+            # linear in the text (RE2), scaled by the pattern's length
+            text, pattern = _string_size(node.children[0]), _string_size(node.children[1])
+            return below + 1 + -(-text // 10) * max(1, -(-pattern // 8))
         if node.name in _STRING_CALLS and node.children:
             return below + 1 + _string_size(node.children[0]) // 10
+        if node.name == "@in" and len(node.children) == 2 and _is_map(node.children[1]):
+            return below + 1  # a map lookup
         if node.name in ("@in", "includes", "sort", "distinct", "flatten", "isSorted", "sum",
                          "min", "max", "sets.contains", "sets.intersects", "sets.equivalent"):
             return below + 1 + max((_size(c) for c in node.children), default=0)

@@ -60,3 +60,13 @@ def test_upstream_cel_scenario(row: dict[str, Any]) -> None:
     if "gap" in row:
         pytest.xfail(row["gap"])
     assert not differs, differs
+
+
+def test_cost_estimates_stay_near_the_apiservers() -> None:
+    """Our estimate is cel-go's model in its large terms, not its exact units: within a factor
+    of 3 of the apiserver's figure on every row that gives one."""
+    for row in ROWS:
+        if "cost" in row and "compile_error" not in row:
+            ours = max(cel.compile_selector(row["expression"]).cost, 1)
+            ratio = ours / max(row["cost"], 1)
+            assert 1 / 3 <= ratio <= 3, (row["id"], ours, row["cost"])
