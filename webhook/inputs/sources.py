@@ -23,6 +23,7 @@ from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
 from policies.dra.objects import Claim
 from policies.dra.parse_claims import parse_claim
 from policies.dra.pools import DraInventory
+from policies.dra.reader import unserved_dra_version
 from policies.engine import CLAIM_KINDS
 from policies.inventory import Inventory
 from policies.loading import PolicyLoadError, PolicyProblem, check_unique, parse_policies
@@ -180,6 +181,9 @@ def read_cluster_file(path: Path | str) -> ClusterObjects:
     ResourceClaims and templates pods name), all read; one with no Node is an error."""
     found = ClusterObjects()
     for obj in read_objects(path):
+        unserved = unserved_dra_version(obj)
+        if unserved:  # its devices would be lost: every claim would be judged wrongly
+            raise SourceError(f"{path}: {unserved}")
         found.add(obj)
     if not found.nodes:
         # What a failed `kubectl get nodes -o yaml > nodes.yaml` leaves: not "no nodes".
