@@ -127,8 +127,9 @@ def explain(
 
 def is_claim(obj: Mapping[str, Any]) -> bool:
     """A ResourceClaim or ResourceClaimTemplate (DRA), reviewed as an object of its own."""
-    api = obj.get("apiVersion")
-    return obj.get("kind") in CLAIM_KINDS and isinstance(api, str) \
+    kind, api = obj.get("kind"), obj.get("apiVersion")
+    # any JSON value may stand in a field: a list or a map is not a kind (nor hashable)
+    return isinstance(kind, str) and kind in CLAIM_KINDS and isinstance(api, str) \
         and api.startswith("resource.k8s.io/")
 
 

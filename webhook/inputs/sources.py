@@ -286,6 +286,8 @@ class ClusterObjects:
 
     def add(self, obj: Mapping[str, Any]) -> None:
         kind = obj.get("kind")
+        if not isinstance(kind, str):  # a list or a map in `kind` is no kind at all
+            return
         if kind == "Namespace":
             self.namespaces.update(namespace_labels([obj]))
         elif kind == "Node":
