@@ -265,7 +265,8 @@ def _check(
     view: PodView, policies: Sequence[GPUPolicy], context: Context
 ) -> Iterator[tuple[GPUPolicy, Finding]]:
     gpu_claims = any(u.gpu for u in view.demand.claims)
-    if not gpu_claims and (not view.demand.containers or not _accelerator_related(view)):
+    if not gpu_claims and (not view.demand.containers or not _accelerator_related(view)) \
+            and not _unreadable_claims(view.spec):
         for policy in policies:
             for finding in visible_devices_bypass.check(view, policy, context):
                 yield policy, finding
@@ -290,6 +291,16 @@ def _claimed(found: PodDemand) -> frozenset[str]:
     kinds = {"whole" if d.kind == "gpu" else d.kind for u in found.claims for d in u.demands
              if d.kind is not None}
     return frozenset({"dra", *kinds})
+
+
+def _unreadable_claims(spec: Mapping[str, Any]) -> bool:
+    """An entry of spec.resourceClaims that names no claim (the pre-1.31 `source:` form): the
+    GPUs it meant cannot be seen, and the API server refuses it, so the pod's facts are
+    checked as an unreadable accelerator resource's are."""
+    refs = spec.get("resourceClaims")
+    return isinstance(refs, list) and any(
+        isinstance(r, dict) and r.get("resourceClaimName") is None
+        and r.get("resourceClaimTemplateName") is None for r in refs)
 
 
 def _accelerator_related(view: PodView) -> bool:
