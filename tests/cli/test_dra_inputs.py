@@ -48,3 +48,50 @@ def test_a_claimed_gpu_is_gpu_demand_in_every_door(tmp_path: Path, door: str,
     path = tmp_path / "pod.yaml"
     path.write_text(TEMPLATE.replace("CLASS", device_class) + "---\n" + POD)
     assert _toleration_added(door, path) is gpu
+
+
+# A template and a Deployment that name no namespace, as `kubectl apply -n ml -f` takes them:
+# with --namespace both are in ml, so the Deployment finds its template (issue 17 item 13).
+UNNAMESPACED = """apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu}
+spec:
+  spec:
+    devices:
+      requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: train}
+spec:
+  selector: {matchLabels: {app: t}}
+  template:
+    metadata: {labels: {app: t}}
+    spec:
+      resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]
+      containers: [{name: c, image: i, resources: {claims: [{name: gpu}]}}]
+"""
+TEMPLATE_TOLERATIONS = "/spec/template/spec/tolerations"
+
+
+@pytest.mark.parametrize("door", ["review", "lint", "explain"])
+def test_namespace_flag_places_the_claims_beside_the_workload(tmp_path: Path, door: str) -> None:
+    path = tmp_path / "train.yaml"
+    path.write_text(UNNAMESPACED)
+    if door == "review":
+        results = json.loads(gpupolicy("review", "--namespace", "ml", str(path)).stdout)
+        (deployment,) = [r for r in results if r["kind"] == "Deployment"]
+        assert deployment["namespace"] == "ml"
+        assert [op["path"] for op in deployment["patch"]] == [TEMPLATE_TOLERATIONS]
+        assert deployment["notes"] == []  # not "ResourceClaimTemplate ml/one-gpu is not known"
+    elif door == "lint":
+        out = gpupolicy("lint", "--namespace", "ml", "--show-mutations", "-o", "json",
+                        str(path)).stdout
+        assert [f["path"] for f in json.loads(out)["findings"]
+                if f["rule"] == "mutation"] == [TEMPLATE_TOLERATIONS]
+    else:
+        done = gpupolicy("explain", "--namespace", "ml", "-o", "json", str(path))
+        answers = json.loads(done.stdout)
+        (deployment,) = [a for a in answers if a["kind"] == "Deployment"]
+        assert deployment["namespace"] == "ml"
+        assert len(deployment["podSpecs"]) == 1, done.stdout  # a GPU pod spec to explain

@@ -93,7 +93,7 @@ def _load(args: argparse.Namespace, warn: Any) -> tuple[list[dict[str, Any]], Co
         if stream.problems:
             p = stream.problems[0]
             raise sources.SourceError(f"{args.target}:{p.line}:{p.column}: {p.message}")
-        found = sources.ClusterObjects()
+        found = sources.ClusterObjects(namespace=args.namespace or "default")
         every = []
         for obj in sources.stream_objects(stream):
             found.add(obj)

@@ -245,13 +245,16 @@ _GENERATED = ("resource.kubernetes.io/pod-claim-name",
               "resource.kubernetes.io/extended-resource-name")
 
 
-def claim_entry(obj: Mapping[str, Any], kind: str | None = None) -> tuple[ClaimKey, Claim] | None:
+def claim_entry(obj: Mapping[str, Any], kind: str | None = None, namespace: str = "default"
+                ) -> tuple[ClaimKey, Claim] | None:
     """The Context.claims key and parsed value of a ResourceClaim or ResourceClaimTemplate,
-    `kind` given for list items (which come without one). None for an object without a name
-    and for a claim generated for one pod: no pod spec can name it, so nothing keeps it."""
+    `kind` given for list items (which come without one); `namespace` is where one that names
+    none goes (a door's --namespace, as for the workloads beside it). None for an object
+    without a name and for a claim generated for one pod: no pod spec can name it, so nothing
+    keeps it."""
     kind = kind or str(obj.get("kind"))
     meta = metadata_of(obj)
-    name, namespace = meta.get("name"), meta.get("namespace") or "default"
+    name, namespace = meta.get("name"), meta.get("namespace") or namespace
     if kind not in CLAIM_KINDS or not isinstance(name, str) or not isinstance(namespace, str):
         return None
     if kind == "ResourceClaim" and generated_for_pod(meta):
@@ -283,6 +286,9 @@ class ClusterObjects:
     classes: list[dict[str, Any]] = field(default_factory=list)  # DRA DeviceClasses
     # ResourceClaims and ResourceClaimTemplates by (kind, namespace, name), for pods' claims
     claims: dict[ClaimKey, Claim] = field(default_factory=dict)
+    # The namespace of a claim that names none: the door's --namespace, which the workloads
+    # beside it that name none get too (a pod finds its template in its own namespace).
+    namespace: str = "default"
 
     def add(self, obj: Mapping[str, Any]) -> None:
         kind = obj.get("kind")
@@ -297,7 +303,7 @@ class ClusterObjects:
         elif kind == "DeviceClass":
             self.classes.append(dict(obj))
         elif kind in CLAIM_KINDS:
-            entry = claim_entry(obj)
+            entry = claim_entry(obj, namespace=self.namespace)
             if entry is not None:
                 self.claims[entry[0]] = entry[1]
         elif kind == "GPUPolicy":
@@ -334,9 +340,11 @@ def inventory_and_claims(found: ClusterObjects, inventory: Path | str | None,
     return (found.inventory(catalog) if found.nodes else None), dict(found.claims)
 
 
-def context_objects(objects: Iterable[Mapping[str, Any]]) -> ClusterObjects:
-    """The CONTEXT_KINDS documents among `objects`."""
-    found = ClusterObjects()
+def context_objects(objects: Iterable[Mapping[str, Any]], namespace: str | None = None
+                    ) -> ClusterObjects:
+    """The CONTEXT_KINDS documents among `objects`; `namespace` (--namespace) is that of the
+    claims that name none."""
+    found = ClusterObjects(namespace=namespace or "default")
     for obj in objects:
         if obj.get("kind") in CONTEXT_KINDS:
             found.add(obj)
