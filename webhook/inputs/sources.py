@@ -34,8 +34,9 @@ BUNDLED_POLICIES = PACKAGE_DIR / "defaults"
 CATALOG_FILE = PACKAGE_DIR / "data" / "catalog.yaml"
 SUFFIXES = (".yaml", ".yml", ".json")
 # What the workload documents of lint and review may be read beside: Namespace labels (for
-# namespaceSelector) and the ResourceClaims pods name.
-CONTEXT_KINDS = ("Namespace", "ResourceClaim", "ResourceClaimTemplate")
+# namespaceSelector), the ResourceClaims pods name and the DeviceClasses claims name (a
+# driver's chart ships its classes with the workloads that use them).
+CONTEXT_KINDS = ("Namespace", "ResourceClaim", "ResourceClaimTemplate", "DeviceClass")
 # Kinds that describe the cluster rather than a workload: read from the inputs of every door.
 CLUSTER_KINDS = ("Namespace", "Node", "GPUPolicy", "ResourceSlice", "DeviceClass",
                  "ResourceClaim")  # ResourceClaimTemplate too: the scan looks for substrings
@@ -333,11 +334,23 @@ def inventory_of(nodes: Iterable[Mapping[str, Any]], slices: Iterable[Any],
 def inventory_and_claims(found: ClusterObjects, inventory: Path | str | None,
                          catalog: Catalog) -> tuple[Inventory | None, dict[Any, Claim]]:
     """The inventory (the --inventory file, else the nodes among the inputs) and the
-    ResourceClaims pods may name (the file's, then the inputs'). Raises SourceError."""
+    ResourceClaims pods may name (the file's, then the inputs'). DeviceClasses among the
+    inputs join an inventory that lists DRA objects, as they will be once applied (an
+    input's class replaces the inventory's of that name). Raises SourceError."""
     if inventory:
         cluster = read_cluster_file(inventory)
+        if cluster.slices or cluster.classes:
+            cluster.classes = with_classes(cluster.classes, found.classes)
         return cluster.inventory(catalog), {**cluster.claims, **found.claims}
     return (found.inventory(catalog) if found.nodes else None), dict(found.claims)
+
+
+def with_classes(listed: Sequence[dict[str, Any]], given: Sequence[dict[str, Any]]
+                 ) -> list[dict[str, Any]]:
+    """The DeviceClasses `listed` (an inventory's) with those `given` (among the inputs)
+    added, a given class replacing a listed one of the same name."""
+    names = {_name(c) for c in given}
+    return [*(c for c in listed if _name(c) not in names), *given]
 
 
 def context_objects(objects: Iterable[Mapping[str, Any]], namespace: str | None = None
