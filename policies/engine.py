@@ -109,7 +109,9 @@ def explain(
                         allocation=allocation_text(v, claim))
             for v in claim_verdicts(claim, dra)])]
     specs = list(carriers(obj, context.workload_kinds))
-    policies = context.governing(ns)
+    # A Pod that exists (it has a status: the audit's, one read from the cluster) is judged as
+    # it is: the webhook's injection is what a new pod gets, not what this one has.
+    policies = () if _exists(obj) else context.governing(ns)
     _, _, views = _mutate(obj, specs, policies, ns, context)
     allowed = context.allowed_models(ns)
     pools = inventory.pools if inventory is not None else catalog_pools(context.catalog)
@@ -215,6 +217,13 @@ def _views(
         yield PodView(kind, spec, prefix, found, kind == "Pod", namespace,
                       products=targeted_products(spec), pod_fields=carrier.kind.pod_fields,
                       started=started)
+
+
+def _exists(obj: Mapping[str, Any]) -> bool:
+    """A Pod the API server holds: its status has a phase."""
+    status = obj.get("status")
+    return obj.get("kind") == "Pod" and isinstance(status, dict) \
+        and isinstance(status.get("phase"), str) and bool(status["phase"])
 
 
 def _started(pod: Mapping[str, Any]) -> bool:
