@@ -79,7 +79,7 @@ def review(
     violations = tuple(_violation(policy, f) for policy, f in found)
     creating = operation == "CREATE"
     return Decision(
-        notes=(*_not_injected(views, policies), *_unknown_claims(views, context)),
+        notes=(*_not_injected(views, specs, policies), *_unknown_claims(views, context)),
         allowed=not any(v.denies for v in violations),
         patch=tuple(patch.json_patch) if creating else (),
         mutated=patch.doc if creating else obj,
@@ -197,7 +197,8 @@ def _mutate(
             if uses:
                 found_demand = replace(found_demand, claims=uses)
         before.append(found_demand)
-        found += inject(patch, prefix, before[-1], policies, carrier.kind.pod_fields)
+        found += inject(patch, prefix, before[-1], policies, carrier.kind.pod_fields,
+                        carrier.kind.fields_at)
     return patch, found, list(_views(patch, specs, before, obj, namespace))
 
 
@@ -214,9 +215,11 @@ def _views(
             # Copy on write: a container no op went into is the same object as before, and
             # its amounts carry over.
             found = demand(spec, prefix, found, carrier.kind.containers)
+        # pod-level fields kept apart (a TrainJob's runtime patch) are not all the pod's: its
+        # runtime has the rest, so its scheduling is not judged as if they were
+        fields = frozenset() if carrier.kind.fields_at else carrier.kind.pod_fields
         yield PodView(kind, spec, prefix, found, kind == "Pod", namespace,
-                      products=targeted_products(spec), pod_fields=carrier.kind.pod_fields,
-                      started=started)
+                      products=targeted_products(spec), pod_fields=fields, started=started)
 
 
 def _exists(obj: Mapping[str, Any]) -> bool:
@@ -245,12 +248,14 @@ def _get(obj: Any, path: FieldPath) -> Any:
     return obj
 
 
-def _not_injected(views: Sequence[PodView], policies: Sequence[GPUPolicy]) -> Iterator[str]:
+def _not_injected(views: Sequence[PodView], specs: Sequence[Carrier],
+                  policies: Sequence[GPUPolicy]) -> Iterator[str]:
     """Say where a GPU pod spec's kind has no place for what the policies inject."""
-    for view in views:
-        if view.pod_fields >= POD_FIELDS or not view.demand.gpu:
+    for view, carrier in zip(views, specs, strict=True):
+        taken = carrier.kind.pod_fields
+        if taken >= POD_FIELDS or not view.demand.gpu:
             continue  # a kind with every pod-level field takes every injection
-        missing = [name for name in plan_for(policies).fields if name not in view.pod_fields]
+        missing = [name for name in plan_for(policies).fields if name not in taken]
         if missing:
             yield (f"{to_display(view.prefix)}: {view.kind} has no {', '.join(missing)} "
                    "here, so the policies' injection of it is left out (add it to the pod "
