@@ -32,13 +32,11 @@ SHARING = "nvidia.com/gpu.sharing-strategy"
 # ..., DynamicResources), each with the words it says of a node that fails it. A node fails
 # at the first; `kubectl describe pod` shows those words.
 NODE_NAME = "node(s) didn't match the requested node name"
+# TaintToleration's words no longer name the taint (older releases said `node(s) had
+# untolerated taint {key: value}`): the reason after them does.
+TAINT_TOLERATION = "node(s) had untolerated taint(s)"
 NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 DYNAMIC_RESOURCES = "cannot allocate all claims"
-
-
-def untolerated_taint(key: str, value: str) -> str:
-    """TaintToleration's words for the first taint of the node the pod does not tolerate."""
-    return f"node(s) had untolerated taint {{{key}: {value}}}"
 
 
 def insufficient(resource: str) -> str:
@@ -256,8 +254,7 @@ def _scheduled(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[tuple[s
             if need.node_name and taint.effect == "NoSchedule":
                 continue  # a pod bound by nodeName skips the scheduler; NoExecute still evicts
             value = f"={taint.value}" if taint.value else ""
-            yield (untolerated_taint(taint.key, taint.value),
-                   f"taint {taint.key}{value}:{taint.effect} is not tolerated")
+            yield TAINT_TOLERATION, f"taint {taint.key}{value}:{taint.effect} is not tolerated"
         yield from ((NODE_AFFINITY, r) for r in _selection(need.spec, pool))
     if amounts_known:
         yield from _amounts(need.totals, pool.allocatable)
