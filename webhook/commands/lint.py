@@ -100,7 +100,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             stderr.write(f"gpupolicy lint: {exc}\n")
             unreadable = True
     try:
-        context, _ = sources.build_context(args, documents_among(loaded))
+        context, _ = sources.build_context(args, documents_among(loaded, args.namespace))
     except (sources.SourceError, PolicyLoadError) as exc:
         stderr.write(f"gpupolicy lint: {exc}\n")
         return 2
@@ -176,14 +176,16 @@ def collect_inputs(paths: Sequence[str], *, stdin_name: str) -> list[tuple[str, 
     return out
 
 
-def documents_among(loaded: list[tuple[str, bytes]]) -> sources.ClusterObjects:
+def documents_among(loaded: list[tuple[str, bytes]], namespace: str | None = None
+                    ) -> sources.ClusterObjects:
     """The documents of the inputs that describe the cluster (sources.CONTEXT_KINDS); only
-    files that can hold one are read ahead of the rest."""
+    files that can hold one are read ahead of the rest. A claim that names no namespace is
+    in `namespace` (--namespace), as the workloads beside it are."""
     marks = {kind.encode() for kind in sources.CONTEXT_KINDS}
-    return sources.context_objects(
+    return sources.context_objects((  # streamed: a large dump is never held whole
         obj for _, raw in loaded if any(m in raw for m in marks)
         for doc in yamlpos.iter_stream(raw) if isinstance(doc, yamlpos.Document)
-        for _, obj in doc.objects())  # streamed: a large dump is never held whole
+        for _, obj in doc.objects()), namespace)
 
 
 def lint_stream(
