@@ -134,6 +134,13 @@ def test_source_comments_are_found_in_one_pass(tmp_path: Path) -> None:
 
     doc = b"---\n# Source: c/templates/t.yaml\napiVersion: v1\nkind: ConfigMap\n"
     raw = doc * 50_000  # counted on from the previous comment, not from the start each time
+    (tmp_path / "deploy" / "c").mkdir(parents=True)
+    (tmp_path / "deploy" / "c" / "Chart.yaml").write_text("apiVersion: v2\nname: c\n")
     found = Sources(raw, root=tmp_path)
     assert found.lines[:3] == [2, 6, 10] and found.lines[-1] == 4 * 50_000 - 2
-    assert set(found.paths) == {"c/templates/t.yaml"}
+    assert set(found.paths) == {"deploy/c/templates/t.yaml"}
+    assert not found.missing
+    # no chart `c` under the root: the path is not invented, the chart is said missing
+    (tmp_path / "deploy" / "c" / "Chart.yaml").unlink()
+    lost = Sources(doc, root=tmp_path)
+    assert lost.paths == [None] and lost.missing == {"c"}
