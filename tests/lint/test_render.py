@@ -35,6 +35,8 @@ EXPECTED = [
     (f"{DEV}/kustomization.yaml", 6, 5, "gpu-max-per-container"),
     (f"{R}/manifests/train.yaml", 10, 7, "gpu-max-per-pod"),
     (f"{R}/manifests/train.yaml", 15, 15, "gpu-max-per-container"),
+    # a pod whose claim template is not among the inputs: not judged, and said so
+    (f"{R}/manifests/dra-pod.yaml", 8, 7, "dra-claim-unresolved"),
 ]
 NOT_MANIFESTS = ("ci/build.yml", "docker-compose.yml", "values-prod.yaml")
 
@@ -159,7 +161,8 @@ def test_exclude_and_gpupolicyignore(tmp_path: Path) -> None:
                                            "kustomize/\n/charts\nscratch\n")
     run = gpupolicy("lint", "--policies", str(POLICY), "-o", "json", "-v", str(repo),
                     cwd=tmp_path)
-    assert {Path(str(f["file"])).name for f in json.loads(run.out)["findings"]} == {"train.yaml"}
+    assert {Path(str(f["file"])).name for f in json.loads(run.out)["findings"]} == {
+        "train.yaml", "dra-pod.yaml"}
 
 
 def test_without_helm_or_kubectl_each_chart_and_overlay_is_one_line(
@@ -177,7 +180,8 @@ def test_without_helm_or_kubectl_each_chart_and_overlay_is_one_line(
         "one, or pass --no-render to lint the files as they are)",
     ]
     findings = json.loads(run.out)["findings"]  # the plain manifests are still linted
-    assert {f["file"] for f in findings} == {f"{R}/manifests/train.yaml"}
+    assert {f["file"] for f in findings} == {f"{R}/manifests/train.yaml",
+                                             f"{R}/manifests/dra-pod.yaml"}
 
 
 def test_no_render_reads_the_files_as_they_are() -> None:
@@ -260,3 +264,25 @@ def test_a_tool_that_hangs_or_floods_is_stopped() -> None:
     with pytest.raises(RenderError, match="printed more than 1 MiB"):
         run(["yes"], "helm template", limit=1024 * 1024)
     assert time.monotonic() - start < 10
+
+
+def test_a_claim_lint_cannot_judge_is_a_warning_at_its_entry(tmp_path: Path) -> None:
+    code, findings, err = _lint("-v", path=f"{R}/manifests/dra-pod.yaml")
+    assert code == 0  # a warning: the pod may well be fine
+    (found,) = findings
+    assert (found["rule"], found["severity"], found["line"], found["column"]) == (
+        "dra-claim-unresolved", "warning", 8, 7)
+    assert found["path"] == "spec.resourceClaims[0]"
+    assert "ResourceClaimTemplate ml-train/one-gpu is not known here" in str(found["message"])
+    assert "not known here" not in err  # a finding, not a -v note
+    # with the template among the inputs the pod is judged, and nothing is left to say
+    template = tmp_path / "template.yaml"
+    template.write_text(
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata:\n"
+        "  name: one-gpu\n  namespace: ml-train\nspec:\n  spec:\n    devices:\n"
+        "      requests:\n        - name: gpu\n          exactly:\n"
+        "            deviceClassName: gpu.nvidia.com\n")
+    run = gpupolicy("lint", "--policies", str(POLICY), "-o", "json", str(template),
+                    f"{R}/manifests/dra-pod.yaml", cwd=ROOT)
+    assert run.code == 0, run.err
+    assert "dra-claim-unresolved" not in run.out

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from policies import yamlpos
 from policies.decision import PatchOp
-from policies.paths import FieldPath, to_pointer
+from policies.paths import FieldPath, to_display, to_pointer
 from webhook.commands import options
 from webhook.inputs import discover, sources
 from webhook.inputs.discover import Target
 from webhook.output import findings, helm, report
-from webhook.output.findings import ENGINE_ERROR, MUTATION
+from webhook.output.findings import ENGINE_ERROR, MUTATION, UNRESOLVED
 from webhook.output.findings import Finding as ReportFinding
 
 if TYPE_CHECKING:
@@ -331,7 +331,9 @@ def lint_stream(
                 where = f"{name}: document {doc.index} (line {doc.line})"
                 if decision.skipped:
                     result.notes.append(f"{where}: skipped, {decision.skipped}")
-                result.notes += [f"{where}: {note}" for note in decision.notes]
+                unresolved = {u.note for u in decision.unresolved}  # said as findings below
+                result.notes += [f"{where}: {note}" for note in decision.notes
+                                 if note not in unresolved]
                 for v in decision.violations:
                     line, column = doc.position((*prefix, *v.path))
                     here.append(ReportFinding(
@@ -340,6 +342,14 @@ def lint_stream(
                         object=label, document=doc.index,
                     ))
                     paths.append(v.path)
+                for u in decision.unresolved:  # a pod lint could not judge is said
+                    line, column = doc.position((*prefix, *u.path))
+                    here.append(ReportFinding(
+                        rule=UNRESOLVED, severity="warning", message=u.message, file=name,
+                        line=line, column=column, path=to_display(u.path), object=label,
+                        document=doc.index,
+                    ))
+                    paths.append(u.path)
                 if decision.ops and editable:
                     result.edits.setdefault(name, []).append(
                         Edit(doc.index, prefix, decision.ops, decision.mutated))

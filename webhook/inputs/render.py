@@ -15,7 +15,7 @@ from pathlib import Path
 
 TIMEOUT = 120.0  # seconds for one chart or overlay
 LIMIT = 256 * 1024 * 1024  # bytes of rendered YAML, far above any real chart's output
-_ERROR_TAIL = 2000  # characters of a failing tool's stderr that are shown
+_ERROR_TAIL = 600  # characters of a failing tool's stderr that are shown (its last words)
 
 
 class RenderError(Exception):
@@ -109,6 +109,8 @@ def run(argv: list[str], what: str, *, timeout: float = TIMEOUT, limit: int = LI
         if code != 0:
             err.seek(0)
             text = err.read().decode("utf-8", "replace").strip()
-            text = " ".join(text[-_ERROR_TAIL:].split())  # one line, bounded
+            text = " ".join(text.split())  # one line, bounded
+            if len(text) > _ERROR_TAIL:
+                text = "..." + text[-_ERROR_TAIL:]
             raise RenderError(f"{what} failed (exit {code}): {text or 'no message'}")
     return b"".join(chunks)
