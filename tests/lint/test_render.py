@@ -286,3 +286,29 @@ def test_a_claim_lint_cannot_judge_is_a_warning_at_its_entry(tmp_path: Path) -> 
                     f"{R}/manifests/dra-pod.yaml", cwd=ROOT)
     assert run.code == 0, run.err
     assert "dra-claim-unresolved" not in run.out
+
+
+def test_a_template_or_patch_named_alone_renders_its_chart_or_overlay() -> None:
+    """pre-commit names the changed files: a template or a patch is never read as YAML."""
+    run = gpupolicy("lint", "--policies", str(POLICY), "-o", "json", "-v",
+                    f"{CHART}/templates/deployment.yaml", f"{SERVE}/gpus.yaml",
+                    f"{CHART}/templates", cwd=ROOT)
+    assert run.code == 1, run.err
+    got = _where(json.loads(run.out)["findings"])
+    assert got == sorted([*(e for e in EXPECTED if e[0].startswith((CHART, SERVE))),
+                          (f"{R}/kustomize/base/deployment.yaml", 12, 7, "gpu-max-per-pod")])
+    assert f"{CHART}/templates/deployment.yaml: part of {CHART}, rendered whole" in run.err
+
+
+def test_fix_leaves_charts_and_overlays_alone_and_says_so(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO, repo)
+    policy = tmp_path / "inject.yaml"
+    policy.write_text(POLICY.read_text().replace("  rules:", "  inject:\n"
+                                                 "    runtimeClassName: nvidia\n  rules:"))
+    before = {p: p.read_bytes() for p in repo.rglob("*") if p.is_file()}
+    run = gpupolicy("lint", "--policies", str(policy), "--fix", str(repo), cwd=tmp_path)
+    changed = {p.relative_to(repo).as_posix() for p, b in before.items() if p.read_bytes() != b}
+    assert changed == {"manifests/train.yaml"}  # the only plain GPU manifest
+    for name in ("charts/trainer", "kustomize/overlays/dev", "kustomize/overlays/serve"):
+        assert f"{repo / name}: not changed: rendered, so --fix cannot write" in run.err

@@ -91,6 +91,7 @@ class Result:
     files: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     documents: int = 0
+    unfixable: list[str] = field(default_factory=list)  # rendered inputs with mutations
 
 
 class UsageError(Exception):
@@ -156,6 +157,9 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
         not_fixed = fix.apply_edits(dict(loaded), result.edits, write=args.fix, stdout=stdout,
                                     stderr=stderr)
+        for name in result.unfixable:  # the output of a tool: its sources are the thing to fix
+            stderr.write(f"gpupolicy lint: {name}: not changed: rendered, so --fix cannot write "
+                         "the mutations back (see them with --show-mutations)\n")
     status = emit(args, result, stdout, stderr)
     return 2 if unreadable or not_fixed else status
 
@@ -234,6 +238,13 @@ def collect(paths: Sequence[str], *, stdin_name: str, exclude: Sequence[str] = (
                 out.inputs.append((stdin_name, sys.stdin.buffer.read()))
             continue
         p = Path(path)
+        inside = discover.enclosing(p) if render and p.exists() else None
+        if inside is not None and (p.is_file() or inside.path.resolve() != p.resolve()):
+            if inside.path.resolve() not in seen:  # part of a chart or overlay: render it whole
+                seen.add(inside.path.resolve())
+                out.targets.append(inside)
+                out.notes.append(f"{path}: part of {inside.path}, rendered whole")
+            continue
         if p.is_dir():
             found = discover.walk(p, exclude=exclude, render=render)
             for file in found.files:
@@ -353,6 +364,8 @@ def lint_stream(
                 if decision.ops and editable:
                     result.edits.setdefault(name, []).append(
                         Edit(doc.index, prefix, decision.ops, decision.mutated))
+                elif decision.ops and name not in result.unfixable:
+                    result.unfixable.append(name)
                 if decision.ops and show_mutations:
                     for op in decision.ops:
                         here.append(mutation_finding(op, doc, prefix, name=name, label=label))

@@ -192,6 +192,39 @@ def walk(root: Path, *, exclude: Sequence[str] = (), render: bool = True) -> Fou
     return found
 
 
+def enclosing(path: Path, depth: int = 20) -> Target | None:
+    """The chart or overlay a path given on the command line lies in (a template or a patch
+    named alone, as pre-commit names changed files): it is rendered whole instead. The search
+    stops at the repository's root (a folder holding `.git`)."""
+    try:
+        here = path.resolve()
+    except (OSError, RuntimeError):
+        return None
+    start = here
+    for _ in range(depth):
+        if here.is_dir():
+            if (here / CHART_FILE).is_file():
+                return Target("helm", _as_given(path, start, here))
+            if kustomization_file(here) is not None and not _is_component(here):
+                return Target("kustomize", _as_given(path, start, here))
+            if (here / ".git").exists():
+                return None
+        if here.parent == here:
+            return None
+        here = here.parent
+    return None
+
+
+def _as_given(path: Path, resolved: Path, folder: Path) -> Path:
+    """`folder` spelled from the path the user gave (`charts/x/templates/a.yaml` ->
+    `charts/x`), so reports name it as they name files."""
+    up = len(resolved.relative_to(folder).parts)
+    given = path
+    for _ in range(up):
+        given = given.parent
+    return given if given.resolve() == folder else folder
+
+
 def kustomization(folder: Path) -> dict[str, object]:
     """The kustomization of `folder` as data ({} when it cannot be read: kustomize says why)."""
     file = kustomization_file(folder)

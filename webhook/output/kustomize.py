@@ -233,12 +233,6 @@ def _is_prefix(pointer: FieldPath, path: FieldPath, rendered: Any) -> bool:
     return True
 
 
-def _has(node: Any, key: str | int) -> bool:
-    if isinstance(node, list):
-        return isinstance(key, int) and 0 <= key < len(node)
-    return key in node
-
-
 def _translate(rendered: Any, source: Any, path: FieldPath) -> FieldPath:
     """The longest prefix of `path` (a path in the rendered object) that `source` holds,
     written as a path in `source`: list items are matched by `name` (the merge key of the
