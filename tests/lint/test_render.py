@@ -312,3 +312,20 @@ def test_fix_leaves_charts_and_overlays_alone_and_says_so(tmp_path: Path) -> Non
     assert changed == {"manifests/train.yaml"}  # the only plain GPU manifest
     for name in ("charts/trainer", "kustomize/overlays/dev", "kustomize/overlays/serve"):
         assert f"{repo / name}: not changed: rendered, so --fix cannot write" in run.err
+
+
+def test_gpupolicyignore_above_the_folder_linted_applies_under_it(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO, repo)
+    (repo / ".git").mkdir()  # the repository's root: ignore files above it are not read
+    (tmp_path / ".gpupolicyignore").write_text("*\n")
+    (repo / ".gpupolicyignore").write_text("scratch/\nmanifests/train.yaml\n")
+    (repo / "manifests" / ".gpupolicyignore").write_text("!train.yaml\nconfig.yaml\n")
+    run = gpupolicy("lint", "--policies", str(POLICY), "-o", "json", "-v", "manifests",
+                    cwd=repo)
+    files = {f["file"] for f in json.loads(run.out)["findings"]}
+    assert files == {"manifests/train.yaml", "manifests/dra-pod.yaml"}  # the nearer file wins
+    assert "manifests/config.yaml: skipped, excluded" in run.err
+    run = gpupolicy("lint", "--policies", str(POLICY), "-o", "json", "--exclude", "train.*",
+                    "manifests", cwd=repo)
+    assert {f["file"] for f in json.loads(run.out)["findings"]} == {"manifests/dra-pod.yaml"}

@@ -60,30 +60,60 @@ class _Pattern:
 
 
 class Ignore:
-    """gitignore-like globs matched against a path relative to the lint root."""
+    """gitignore-like globs, each matched against a path relative to the folder of the
+    `.gpupolicyignore` that holds it (`--exclude`: relative to the folder linted)."""
 
-    def __init__(self, patterns: Iterable[str] = ()) -> None:
-        self.patterns = [p for p in (_compile(line) for line in patterns) if p is not None]
+    def __init__(self, patterns: Iterable[str] = (), prefix: str = "") -> None:
+        self.patterns: list[tuple[str, _Pattern]] = []
+        self.add(patterns, prefix)
+
+    def add(self, patterns: Iterable[str], prefix: str = "") -> None:
+        self.patterns += [(prefix, p) for p in map(_compile, patterns) if p is not None]
 
     @classmethod
     def at(cls, root: Path, extra: Sequence[str]) -> Ignore:
-        lines = list(extra)
-        ignore_file = root / IGNORE_FILE
-        if ignore_file.is_file():
-            try:
-                lines += ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError as exc:
-                raise SourceError(f"{ignore_file}: cannot read: {exc.strerror or exc}") from None
-        return cls(lines)
+        """The `.gpupolicyignore` of `root` and of the folders above it up to the repository
+        root (the nearer one wins), then `--exclude` (which wins over both)."""
+        ignore = cls()
+        for folder, prefix in reversed(_up_to_repository(root)):
+            file = folder / IGNORE_FILE
+            if file.is_file():
+                try:
+                    lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
+                except OSError as exc:
+                    raise SourceError(f"{file}: cannot read: {exc.strerror or exc}") from None
+                ignore.add(lines, prefix)
+        ignore.add(extra)
+        return ignore
 
     def excluded(self, relative: str, *, folder: bool) -> bool:
         out = False
-        for p in self.patterns:  # the last pattern that matches decides, as in git
+        for prefix, p in self.patterns:  # the last pattern that matches decides, as in git
             if p.folders_only and not folder:
                 continue
-            if p.regex.fullmatch(relative):
+            if p.regex.fullmatch(f"{prefix}{relative}"):
                 out = not p.negate
         return out
+
+
+def _up_to_repository(root: Path, depth: int = 20) -> list[tuple[Path, str]]:
+    """(folder, root's path from it + "/") from `root` up to the nearest folder holding
+    `.git` (`root` alone when it is in no repository)."""
+    out = [(root, "")]
+    parts: list[str] = []
+    try:
+        here = root.resolve()
+    except (OSError, RuntimeError):
+        return out
+    for _ in range(depth):
+        if (here / ".git").exists():
+            return out
+        if here.parent == here:
+            break
+        parts.insert(0, here.name)
+        here = here.parent
+        out.append((here, "/".join(parts) + "/"))
+    return [(root, "")]
 
 
 def _compile(line: str) -> _Pattern | None:
