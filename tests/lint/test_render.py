@@ -329,3 +329,17 @@ def test_gpupolicyignore_above_the_folder_linted_applies_under_it(tmp_path: Path
     run = gpupolicy("lint", "--policies", str(POLICY), "-o", "json", "--exclude", "train.*",
                     "manifests", cwd=repo)
     assert {f["file"] for f in json.loads(run.out)["findings"]} == {"manifests/dra-pod.yaml"}
+
+
+def test_a_file_the_reader_refuses_is_reported_whatever_it_was_meant_to_be(
+    tmp_path: Path,
+) -> None:
+    """Only YAML that reads cleanly can be told to hold no Kubernetes object: what cannot be
+    read is refused, as review refuses it (fail safe, never silent)."""
+    (tmp_path / "values.yaml").write_text("gpus: 4\nimage: x\n")
+    (tmp_path / "broken.yaml").write_text("a: &a [*a]\n")
+    run = gpupolicy("lint", "-o", "json", "-v", str(tmp_path), cwd=tmp_path)
+    assert run.code == 1
+    assert {(Path(str(f["file"])).name, f["rule"]) for f in json.loads(run.out)["findings"]} == {
+        ("broken.yaml", "yaml-alias")}
+    assert f"{tmp_path}/values.yaml: skipped, not a Kubernetes manifest" in run.err

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -138,7 +137,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         start = len(result.findings)
         lint_stream(name, yamlpos.iter_stream(raw), context, result, namespace=args.namespace,
                     show_mutations=args.show_mutations and not args.fix,
-                    manifest=None if name == args.stdin_filename else looks_like_manifest(raw))
+                    skip_non_manifest=name != args.stdin_filename)
         placed = helm.Sources(raw)
         if placed:  # Helm output: point at the chart's template files
             result.findings[start:] = helm.place_all(result.findings[start:], placed)
@@ -259,19 +258,9 @@ def collect(paths: Sequence[str], *, stdin_name: str, exclude: Sequence[str] = (
         else:
             raise UsageError(f"{path}: no such file or directory")
     if not out.inputs and not out.targets:
-        raise UsageError(f"no manifests (*.yaml, *.yml, *.json), charts or overlays in "
-                         f"{', '.join(paths)}: nothing was linted")
+        raise UsageError(f"no manifests (*.yaml, *.yml, *.json) in {', '.join(paths)}: "
+                         "nothing was linted")
     return out
-
-
-_API_VERSION = re.compile(rb"^[ \t]*(?:-[ \t]+)?[\"']?apiVersion[\"']?[ \t]*:", re.MULTILINE)
-_KIND = re.compile(rb"^[ \t]*(?:-[ \t]+)?[\"']?kind[\"']?[ \t]*:", re.MULTILINE)
-
-
-def looks_like_manifest(raw: bytes) -> bool:
-    """Whether a file that cannot be read whole was meant as Kubernetes objects (it writes
-    apiVersion and kind keys): then what breaks it is reported, else it is skipped."""
-    return bool(_API_VERSION.search(raw) and _KIND.search(raw))
 
 
 def documents_among(loaded: list[tuple[str, bytes]]) -> sources.ClusterObjects:
@@ -292,12 +281,13 @@ def lint_stream(
     *,
     namespace: str | None = None,
     show_mutations: bool = False,
-    manifest: bool | None = None,
+    skip_non_manifest: bool = False,
     overlay: kustomize.Overlay | None = None,
     editable: bool = True,
 ) -> None:
-    """Lint one file's stream into `result`. `manifest` False: a file with no Kubernetes
-    object in it is skipped (a note, no finding); True or None: what breaks it is reported.
+    """Lint one file's stream into `result`. With `skip_non_manifest`, a file that reads
+    cleanly and holds no Kubernetes object (a values file, a CI workflow) is skipped with a
+    note; one the reader refuses is reported whatever it was meant to be (it cannot be told).
     `overlay`: a rendered overlay, whose findings go to the files that define each object."""
     from policies.engine import namespace_of, review
 
@@ -305,9 +295,10 @@ def lint_stream(
     first, notes = len(result.findings), len(result.notes)
     items: Iterable[yamlpos.Document | yamlpos.SyntaxProblem] = (
         [*stream.problems, *stream.documents] if isinstance(stream, yamlpos.Stream) else stream)
-    objects = 0
+    objects = problems = 0
     for doc in items:
         if isinstance(doc, yamlpos.SyntaxProblem):
+            problems += 1
             result.findings.append(ReportFinding(
                 rule=doc.rule, severity="error", message=doc.message, file=name,
                 line=doc.line, column=doc.column, document=doc.document or None,
@@ -379,7 +370,7 @@ def lint_stream(
                 f"{name}: document {doc.index} (line {doc.line}): skipped, not a Kubernetes "
                 "object (needs apiVersion and kind)"
             )
-    if not objects and manifest is False:  # a values file, a workflow, docker-compose...
+    if skip_non_manifest and not objects and not problems:  # values, a workflow, compose...
         del result.findings[first:]
         del result.notes[notes:]
         result.files.pop()
