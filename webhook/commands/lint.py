@@ -2,6 +2,9 @@
 
 Each Kubernetes object goes through `policies.engine.review` exactly as the webhook would send
 it; violations and would-be mutations become report findings placed at the offending field.
+Charts and overlays (webhook/inputs/discover.py) are rendered by the real helm and kustomize
+(webhook/inputs/render.py) and their findings moved to the template, base or patch that wrote
+the field (webhook/output/helm.py, webhook/output/kustomize.py).
 Only the standard library, PyYAML and the core are imported on this path; `--fix` loads its
 round-trip writer lazily.
 """
@@ -189,7 +192,8 @@ def lint_rendered(target: Target, raw: bytes, relative_to: Path | None, context:
         placed = helm.Sources(raw, charts={chart: target.path} if chart else {})
         result.findings[start:] = helm.place_all(result.findings[start:], placed)
     shown = list(dict.fromkeys(f.file for f in result.findings[start:] if f.file))
-    result.files[files:] = shown or [name]
+    known = set(result.files[:files])  # a base two overlays render is one file
+    result.files[files:] = [f for f in shown if f not in known] if shown else [name]
 
 
 def emit(args: argparse.Namespace, result: Result, stdout: TextIO, stderr: TextIO) -> int:
