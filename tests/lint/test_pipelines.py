@@ -46,6 +46,9 @@ def test_helm_template_output() -> None:
     template = (FIXTURES / "chart" / "templates" / "job.yaml").read_text().splitlines()
     first = next(f for f in findings if f["rule"] == "gpu-max-per-container")
     assert template[int(str(first["line"])) - 1].strip() == "nvidia.com/gpu: {{ .Values.gpus }}"
+    # below the `{{- if .Values.sidecar.enabled }}` line, which renders to nothing
+    bypass = next(f for f in findings if f["rule"] == "visible-devices-bypass")
+    assert template[int(str(bypass["line"])) - 1].strip() == "value: all"
 
 
 @pytest.mark.parametrize(("fmt", "expect"), [
