@@ -141,6 +141,8 @@ def test_source_comments_are_found_in_one_pass(tmp_path: Path) -> None:
     raw = doc * 50_000  # counted on from the previous comment, not from the start each time
     (tmp_path / "deploy" / "c").mkdir(parents=True)
     (tmp_path / "deploy" / "c" / "Chart.yaml").write_text("apiVersion: v2\nname: c\n")
+    (tmp_path / "deploy" / "c" / "templates").mkdir()
+    (tmp_path / "deploy" / "c" / "templates" / "t.yaml").write_text("kind: ConfigMap\n")
     found = Sources(raw, root=tmp_path)
     assert found.lines[:3] == [2, 6, 10] and found.lines[-1] == 4 * 50_000 - 2
     assert set(found.paths) == {"deploy/c/templates/t.yaml"}

@@ -343,3 +343,23 @@ def test_a_file_the_reader_refuses_is_reported_whatever_it_was_meant_to_be(
     assert {(Path(str(f["file"])).name, f["rule"]) for f in json.loads(run.out)["findings"]} == {
         ("broken.yaml", "yaml-alias")}
     assert f"{tmp_path}/values.yaml: skipped, not a Kubernetes manifest" in run.err
+
+
+def test_a_packaged_subchart_is_not_given_a_path_that_does_not_exist(tmp_path: Path) -> None:
+    chart = tmp_path / "app"
+    shutil.copytree(REPO / "charts" / "trainer", chart / "charts" / "trainer")
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: app\nversion: 0.1.0\n"
+                                      "dependencies:\n  - name: trainer\n    version: 0.1.0\n")
+    (chart / "templates").mkdir()
+    import subprocess
+
+    subprocess.run([tool("helm"), "package", "-d", str(chart / "charts"),
+                    str(chart / "charts" / "trainer")], check=True, capture_output=True,
+                   timeout=120)
+    shutil.rmtree(chart / "charts" / "trainer")  # only trainer-0.1.0.tgz is left, as vendored
+    run = gpupolicy("lint", "--policies", str(POLICY), "-o", "json", "app", cwd=tmp_path)
+    assert run.code == 1, run.err
+    findings = json.loads(run.out)["findings"]
+    assert {f["file"] for f in findings} == {"app"}  # the chart, at its rendered lines
+    assert all("from template app/charts/trainer/templates/deployment.yaml; no such file in "
+               "the chart here" in str(f["message"]) for f in findings)

@@ -40,6 +40,7 @@ class Sources:
     def __init__(self, raw: bytes, root: Path | None = None,
                  charts: Mapping[str, Path] | None = None) -> None:
         self.raw = raw
+        self.root = root or Path.cwd()  # the paths below are relative to it
         self.lines: list[int] = []  # the line of each `# Source:` comment, ascending
         self.paths: list[str | None] = []  # the template in the repository; None: not found
         self.named: list[str] = []  # the template as helm names it
@@ -47,6 +48,7 @@ class Sources:
         self._offsets: list[int] = []
         self._maps: dict[int, list[int] | None] = {}
         found: Mapping[str, Path] | None = charts
+        exists: dict[str, bool] = {}
         line, counted = 1, 0  # lines are counted on from the last comment: linear in `raw`
         for match in _SOURCE.finditer(raw):
             path = match.group(1).decode("utf-8", "replace").strip()
@@ -60,7 +62,9 @@ class Sources:
             placed = _in_repository(path, found)
             if placed is None:
                 self.missing.add(path.partition("/")[0])
-            self.paths.append(placed)
+            elif placed not in exists:  # a packaged subchart's templates are not files here
+                exists[placed] = (self.root / placed).is_file()
+            self.paths.append(placed if placed is not None and exists[placed] else None)
 
     def __bool__(self) -> bool:
         return bool(self.lines)
@@ -75,8 +79,10 @@ class Sources:
         path = self.paths[i]
         if path is None:
             chart = self.named[i].partition("/")[0]
+            why = (f"chart {chart!r} not found here" if chart in self.missing
+                   else "no such file in the chart here")
             return dataclasses.replace(f, message=f"{f.message} (from template {self.named[i]}; "
-                                       f"chart {chart!r} not found here)")
+                                       f"{why})")
         rendered = f"{f.file}:{f.line}" + (f":{f.column}" if f.column else "")
         offset = f.line - self.lines[i]  # 1: the line after the comment
         mapping = self._mapping(i)
@@ -93,7 +99,7 @@ class Sources:
         template: list[str] | None = None
         if path is not None:
             try:
-                file = Path(path)
+                file = self.root / path
                 if file.is_file() and file.stat().st_size <= _MAX_TEMPLATE:
                     template = file.read_text(encoding="utf-8", errors="replace").splitlines()
             except OSError:
