@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 from urllib.parse import unquote
@@ -363,3 +364,17 @@ def test_a_packaged_subchart_is_not_given_a_path_that_does_not_exist(tmp_path: P
     assert {f["file"] for f in findings} == {"app"}  # the chart, at its rendered lines
     assert all("from template app/charts/trainer/templates/deployment.yaml; no such file in "
                "the chart here" in str(f["message"]) for f in findings)
+
+
+def test_a_failing_tool_is_one_bounded_line() -> None:
+    from webhook.inputs.render import RenderError, run
+
+    start = time.monotonic()
+    script = "import sys; sys.stderr.write('noise ' * 2_000_000 + 'the real error'); sys.exit(3)"
+    with pytest.raises(RenderError) as caught:
+        run([sys.executable, "-c", script], "helm template", timeout=60)
+    message = str(caught.value)
+    assert message.startswith("helm template failed (exit 3): ...")
+    assert message.endswith("the real error") and len(message) < 700
+    assert "\n" not in message
+    assert time.monotonic() - start < 30

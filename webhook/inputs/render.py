@@ -12,6 +12,7 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 TIMEOUT = 120.0  # seconds for one chart or overlay
 LIMIT = 256 * 1024 * 1024  # bytes of rendered YAML, far above any real chart's output
@@ -74,43 +75,49 @@ def _quote(path: str) -> str:
 
 def run(argv: list[str], what: str, *, timeout: float = TIMEOUT, limit: int = LIMIT) -> bytes:
     """The tool's standard output; RenderError when it fails, runs too long or prints too
-    much (it is stopped then)."""
-    with tempfile.TemporaryFile() as err:
-        try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=err)
-        except OSError as exc:
-            raise RenderError(f"{what}: cannot run {argv[0]}: {exc.strerror or exc}") from None
-        stopped: list[str] = []
+    much (it is stopped then). Of its standard error only the end is kept."""
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    except OSError as exc:
+        raise RenderError(f"{what}: cannot run {argv[0]}: {exc.strerror or exc}") from None
+    assert proc.stdout is not None and proc.stderr is not None
+    stopped: list[str] = []
 
-        def stop(why: str) -> None:
-            stopped.append(why)
-            proc.kill()
+    def stop(why: str) -> None:
+        stopped.append(why)
+        proc.kill()
 
-        timer = threading.Timer(timeout, stop, (f"took longer than {timeout:g}s",))
-        timer.start()
-        chunks: list[bytes] = []
-        size = 0
-        try:
-            assert proc.stdout is not None
-            while chunk := proc.stdout.read(1 << 16):
-                size += len(chunk)
-                if size > limit:
-                    stop(f"printed more than {limit // (1024 * 1024)} MiB")
-                    break
-                chunks.append(chunk)
-            code = proc.wait()
-        finally:
-            timer.cancel()
-            if proc.stdout is not None:
-                proc.stdout.close()
-        if stopped:
-            raise RenderError(f"{what} {stopped[0]} and was stopped")
-        if code != 0:
-            err.seek(0)
-            text = err.read().decode("utf-8", "replace").strip()
-            text = " ".join(text.split())  # one line, bounded
-            if len(text) > _ERROR_TAIL:
-                text = "..." + text[-_ERROR_TAIL:]
-            raise RenderError(f"{what} failed (exit {code}): {text or 'no message'}")
+    tail = bytearray()
+
+    def drain(stream: IO[bytes]) -> None:  # stderr read as it comes, its end kept
+        while chunk := stream.read(1 << 14):
+            tail.extend(chunk)
+            del tail[:-_ERROR_TAIL * 4]
+
+    reader = threading.Thread(target=drain, args=(proc.stderr,), daemon=True)
+    reader.start()
+    timer = threading.Timer(timeout, stop, (f"took longer than {timeout:g}s",))
+    timer.start()
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        while chunk := proc.stdout.read(1 << 16):
+            size += len(chunk)
+            if size > limit:
+                stop(f"printed more than {limit // (1024 * 1024)} MiB")
+                break
+            chunks.append(chunk)
+        code = proc.wait()
+        reader.join(timeout=5)
+    finally:
+        timer.cancel()
+        proc.stdout.close()
+    if stopped:
+        raise RenderError(f"{what} {stopped[0]} and was stopped")
+    if code != 0:
+        text = " ".join(bytes(tail).decode("utf-8", "replace").split())  # one line, bounded
+        if len(text) > _ERROR_TAIL:
+            text = "..." + text[-_ERROR_TAIL:]
+        raise RenderError(f"{what} failed (exit {code}): {text or 'no message'}")
     return b"".join(chunks)
