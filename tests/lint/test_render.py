@@ -33,7 +33,7 @@ EXPECTED = [
     (f"{R}/kustomize/base/deployment.yaml", 12, 7, "gpu-max-per-pod"),  # through serve
     (f"{R}/kustomize/base/deployment.yaml", 12, 7, "gpu-max-per-pod"),  # through dev
     (f"{SERVE}/gpus.yaml", 12, 15, "gpu-max-per-container"),
-    (f"{DEV}/kustomization.yaml", 6, 5, "gpu-max-per-container"),
+    (f"{DEV}/Kustomization", 6, 5, "gpu-max-per-container"),  # kustomize's third spelling
     (f"{R}/manifests/train.yaml", 10, 7, "gpu-max-per-pod"),
     (f"{R}/manifests/train.yaml", 15, 15, "gpu-max-per-container"),
     # a pod whose claim template is not among the inputs: not judged, and said so
@@ -100,7 +100,7 @@ def test_origin_annotations_do_not_reach_the_review() -> None:
     ("text", [f"{SERVE}/gpus.yaml", "  12:15", f"{CHART}/templates/deployment.yaml", "  22:15"]),
     ("github", [f"::error file={SERVE}/gpus.yaml,line=12,col=15",
                 f"::error file={CHART}/templates/deployment.yaml,line=22,col=15",
-                f"::error file={DEV}/kustomization.yaml,line=6,col=5"]),
+                f"::error file={DEV}/Kustomization,line=6,col=5"]),
     ("junit", [f'<testsuite name="{SERVE}/gpus.yaml" tests="1" failures="1"',
                f'<testsuite name="{CHART}/templates/deployment.yaml" tests="2" failures="2"',
                f'<testsuite name="{R}/manifests/config.yaml" tests="1" failures="0"']),
