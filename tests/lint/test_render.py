@@ -378,3 +378,16 @@ def test_a_failing_tool_is_one_bounded_line() -> None:
     assert message.endswith("the real error") and len(message) < 700
     assert "\n" not in message
     assert time.monotonic() - start < 30
+
+
+def test_a_gpupolicyignore_in_a_subfolder_applies_under_it(tmp_path: Path) -> None:
+    """As a nested .gitignore: linting the repository's parent still leaves out scratch/."""
+    shutil.copytree(REPO, tmp_path / "repo")
+    run = gpupolicy("lint", "--policies", str(POLICY), "-o", "json", "-v", ".", cwd=tmp_path)
+    files = {f["file"] for f in json.loads(run.out)["findings"]}
+    assert files and not any("scratch" in str(f) for f in files)
+    assert "repo/scratch: skipped, excluded" in run.err
+    (tmp_path / "repo" / "manifests" / ".gpupolicyignore").write_text("/train.yaml\n")
+    run = gpupolicy("lint", "--policies", str(POLICY), "-o", "json", ".", cwd=tmp_path)
+    files = {f["file"] for f in json.loads(run.out)["findings"]}
+    assert "repo/manifests/dra-pod.yaml" in files and "repo/manifests/train.yaml" not in files

@@ -64,11 +64,21 @@ class Ignore:
     `.gpupolicyignore` that holds it (`--exclude`: relative to the folder linted)."""
 
     def __init__(self, patterns: Iterable[str] = (), prefix: str = "") -> None:
-        self.patterns: list[tuple[str, _Pattern]] = []
+        # (prefix, scope, pattern): a path under `scope` (relative to the lint root; "" for
+        # all), made relative to it, is matched with `prefix` in front
+        self.patterns: list[tuple[str, str, _Pattern]] = []
+        self.last: list[_Pattern] = []  # --exclude: relative to the lint root, wins over files
         self.add(patterns, prefix)
 
-    def add(self, patterns: Iterable[str], prefix: str = "") -> None:
-        self.patterns += [(prefix, p) for p in map(_compile, patterns) if p is not None]
+    def add(self, patterns: Iterable[str], prefix: str = "", scope: str = "") -> None:
+        self.patterns += [(prefix, scope, p) for p in map(_compile, patterns) if p is not None]
+
+    def read(self, file: Path, prefix: str = "", scope: str = "") -> None:
+        try:
+            lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError as exc:
+            raise SourceError(f"{file}: cannot read: {exc.strerror or exc}") from None
+        self.add(lines, prefix, scope)
 
     @classmethod
     def at(cls, root: Path, extra: Sequence[str]) -> Ignore:
@@ -76,24 +86,26 @@ class Ignore:
         root (the nearer one wins), then `--exclude` (which wins over both)."""
         ignore = cls()
         for folder, prefix in reversed(_up_to_repository(root)):
-            file = folder / IGNORE_FILE
-            if file.is_file():
-                try:
-                    lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
-                except OSError as exc:
-                    raise SourceError(f"{file}: cannot read: {exc.strerror or exc}") from None
-                ignore.add(lines, prefix)
-        ignore.add(extra)
+            if (folder / IGNORE_FILE).is_file():
+                ignore.read(folder / IGNORE_FILE, prefix)
+        ignore.last = _compiled(extra)
         return ignore
 
     def excluded(self, relative: str, *, folder: bool) -> bool:
         out = False
-        for prefix, p in self.patterns:  # the last pattern that matches decides, as in git
+        for prefix, scope, p in [*self.patterns, *(("", "", q) for q in self.last)]:
             if p.folders_only and not folder:
                 continue
-            if p.regex.fullmatch(f"{prefix}{relative}"):
+            if scope and not relative.startswith(scope + "/"):
+                continue
+            here = relative[len(scope) + 1:] if scope else relative
+            if p.regex.fullmatch(f"{prefix}{here}"):  # the last match decides, as in git
                 out = not p.negate
         return out
+
+
+def _compiled(lines: Sequence[str]) -> list[_Pattern]:
+    return [p for p in map(_compile, lines) if p is not None]
 
 
 def _up_to_repository(root: Path, depth: int = 20) -> list[tuple[Path, str]]:
@@ -176,6 +188,8 @@ def walk(root: Path, *, exclude: Sequence[str] = (), render: bool = True) -> Fou
     for dirpath, dirnames, filenames in os.walk(root, onerror=errors.append):
         here = Path(dirpath)
         relative = here.relative_to(root).as_posix()
+        if relative != "." and IGNORE_FILE in filenames:  # applies under its folder, as in git
+            ignore.read(here / IGNORE_FILE, scope=relative)
         if render:
             kind = ("helm" if CHART_FILE in filenames else
                     "kustomize" if any(n in filenames for n in KUSTOMIZATION_FILES) else None)
