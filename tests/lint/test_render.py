@@ -131,6 +131,10 @@ def test_sarif_is_valid_and_points_into_the_repository() -> None:
         got.add((uri, location["region"]["startLine"], location["region"]["startColumn"],
                  result["ruleId"]))
     assert got == set(EXPECTED)
+    readme = (ROOT / "README.md").read_text()
+    for rule in log["runs"][0]["tool"]["driver"]["rules"]:  # documented where helpUri points
+        assert f'<a id="{rule["helpUri"].split("#", 1)[1]}">' in readme, rule["id"]
+        assert rule["help"]["text"], rule["id"]
 
 
 def test_non_manifests_are_skipped_and_listed_under_verbose() -> None:
