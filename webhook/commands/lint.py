@@ -47,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespace", "-n", metavar="NS",
                         help="namespace of documents that name none (default: default)")
     parser.epilog = ("Exit status: 0 when no finding is an error, 1 when one is, 2 for a usage "
-                     "error or a path that cannot be read.")
+                     "error, a path that cannot be read, or a chart or overlay that cannot be "
+                     "rendered.")
     options.add_format_options(parser, report.FORMATS, "text")
     options.add_file_option(parser, report.FORMATS)
     parser.add_argument("--show-mutations", action="store_true",
