@@ -303,6 +303,11 @@ def test_a_template_or_patch_named_alone_renders_its_chart_or_overlay() -> None:
     assert got == sorted([*(e for e in EXPECTED if e[0].startswith((CHART, SERVE))),
                           (f"{R}/kustomize/base/deployment.yaml", 12, 7, "gpu-max-per-pod")])
     assert f"{CHART}/templates/deployment.yaml: part of {CHART}, rendered whole" in run.err
+    # from inside the chart, the chart is named relative to where lint runs
+    run = gpupolicy("lint", "--policies", str(POLICY), "-o", "json", ".",
+                    cwd=REPO / "charts" / "trainer" / "templates")
+    assert {(f["file"], f["line"]) for f in json.loads(run.out)["findings"]} == {
+        ("../templates/deployment.yaml", 17), ("../templates/deployment.yaml", 22)}
 
 
 def test_fix_leaves_charts_and_overlays_alone_and_says_so(tmp_path: Path) -> None:

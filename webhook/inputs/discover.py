@@ -266,7 +266,7 @@ def _as_given(path: Path, resolved: Path, folder: Path) -> Path:
     given = path
     for _ in range(up):
         given = given.parent
-    return given if given.resolve() == folder else folder
+    return given if given.resolve() == folder else Path(os.path.relpath(folder))
 
 
 def kustomization(folder: Path) -> dict[str, object]:
