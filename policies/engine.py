@@ -15,7 +15,7 @@ from typing import Any
 from policies.claimfit import allocation_text, claim_verdicts, judged, pod_verdicts
 from policies.cluster import ClusterFinding, ClusterView
 from policies.context import Context
-from policies.decision import Decision, Finding, Violation
+from policies.decision import Decision, Finding, Unresolved, Violation
 from policies.dra.claims import gpu_demand
 from policies.dra.demand import claim_uses, unknown_claims
 from policies.dra.parse_claims import parse_claim
@@ -78,8 +78,10 @@ def review(
         found += _check(view, policies, context)
     violations = tuple(_violation(policy, f) for policy, f in found)
     creating = operation == "CREATE"
+    unresolved = tuple(_unknown_claims(views, context))
     return Decision(
-        notes=(*_not_injected(views, specs, policies), *_unknown_claims(views, context)),
+        notes=(*_not_injected(views, specs, policies), *(u.note for u in unresolved)),
+        unresolved=unresolved,
         allowed=not any(v.denies for v in violations),
         patch=tuple(patch.json_patch) if creating else (),
         mutated=patch.doc if creating else obj,
@@ -262,7 +264,7 @@ def _not_injected(views: Sequence[PodView], specs: Sequence[Carrier],
                    "template the workload's runtime provides)")
 
 
-def _unknown_claims(views: Sequence[PodView], context: Context) -> Iterator[str]:
+def _unknown_claims(views: Sequence[PodView], context: Context) -> Iterator[Unresolved]:
     for view in views:
         if "resourceClaims" in view.spec:
             yield from unknown_claims(view.spec, view.prefix, view.namespace, context.claims)
