@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.http import metrics_port
+from webhook.http import metrics_port, shared
 
 READY = {"ready": True, "waiting_for": [], "errors": {}}
 WAITING = {"ready": False, "waiting_for": ["namespaces", "inventory"],
@@ -15,7 +15,7 @@ WAITING = {"ready": False, "waiting_for": ["namespaces", "inventory"],
 
 @pytest.fixture(autouse=True)
 def shared_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv(metrics_port.MULTIPROC_ENV, str(tmp_path))
+    monkeypatch.setenv(shared.MULTIPROC_ENV, str(tmp_path))
     metrics_port._published.clear()
     yield
     metrics_port._published.clear()

@@ -29,7 +29,7 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.arbiter import Arbiter
 from gunicorn.glogging import Logger as GunicornLogger
 
-from webhook.http import admission, metrics_port, worker
+from webhook.http import admission, metrics_port, shared, worker
 from webhook.inputs import sources
 
 DEFAULT_SERVICE = "gpupolicy"
@@ -227,7 +227,7 @@ def _load_chain(context: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> Non
 
 
 def _log_event(msg: str, level: int = 20, **fields: Any) -> None:
-    from webhook.http import logs
+    from webhook import logs
 
     logs.event(logs.get(), msg, level=level, **fields)
 
@@ -250,7 +250,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         stderr.write("gpupolicy serve: give both --tls-cert and --tls-key, or neither\n")
         return 2
     _multiproc_dir()  # before anything imports prometheus_client
-    from webhook.http import logs
+    from webhook import logs
 
     logs.setup(args.log_level)
     try:
@@ -326,15 +326,15 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _multiproc_dir() -> None:
-    given = os.environ.get(metrics_port.MULTIPROC_ENV)
+    given = os.environ.get(shared.MULTIPROC_ENV)
     if given:
         Path(given).mkdir(parents=True, exist_ok=True)
-        for pattern in ("*.db", f"{metrics_port.READY_PREFIX}*"):  # an earlier run's would count
+        for pattern in ("*.db", f"{shared.READY_PREFIX}*"):  # an earlier run's would count
             for old in Path(given).glob(pattern):
                 old.unlink()
         return
     path = tempfile.mkdtemp(prefix="gpupolicy-metrics-")
-    os.environ[metrics_port.MULTIPROC_ENV] = path
+    os.environ[shared.MULTIPROC_ENV] = path
     import atexit
 
     master = os.getpid()
@@ -403,7 +403,7 @@ class _JSONLogger(GunicornLogger):  # type: ignore[misc]
 
     def setup(self, cfg: Any) -> None:
         super().setup(cfg)
-        from webhook.http.logs import JSONFormatter
+        from webhook.logs import JSONFormatter
 
         for handler in self.error_log.handlers:
             handler.setFormatter(JSONFormatter())
@@ -487,7 +487,7 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
             "ssl_context": lambda _conf, _factory: self.tls.context(),
             "child_exit": _child_exit,
             "logger_class": _JSONLogger,
-            "accesslog": None,  # one JSON line per admission instead (webhook/http/logs.py)
+            "accesslog": None,  # one JSON line per admission instead (webhook/logs.py)
             "errorlog": "-",
             "loglevel": a.log_level,
             "proc_name": "gpupolicy",

@@ -36,7 +36,7 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.utils import floatToGoString
 
-from webhook.http.metrics_port import MULTIPROC_ENV
+from webhook.http.shared import MULTIPROC_ENV
 
 FLUSH_SECONDS = 0.25  # a flush of unchanged totals costs a few dict copies
 # A review takes about 0.1-0.5 ms: buckets from 100 µs, so p50 and p99 can be read off them.

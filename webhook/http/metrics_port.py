@@ -21,10 +21,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-READY_PREFIX = "ready-"  # ready-<pid>.json, one per live worker
-# The workers' shared directory: metrics files and readiness files. serve always sets it and
-# cleans it at start-up; prometheus_client reads it when first imported.
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+from webhook.http.shared import MULTIPROC_ENV, READY_PREFIX
+
 ROUTES = (b"/metrics", b"/healthz", b"/readyz")
 
 _published: dict[int, str] = {}  # pid -> the text last written, so unchanged states cost nothing

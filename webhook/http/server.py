@@ -12,7 +12,8 @@ from werkzeug.exceptions import HTTPException
 
 from policies.decision import Decision
 from policies.engine import namespace_of, review
-from webhook.http import admission, logs, metrics
+from webhook import logs
+from webhook.http import admission, metrics
 from webhook.inputs.state import State
 
 # The apiserver drops a trailing slash; a hand-made `/mutate/` works too and never redirects.
