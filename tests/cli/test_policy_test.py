@@ -313,7 +313,7 @@ def test_junit(tmp_path: Path) -> None:
 def test_output_file(tmp_path: Path) -> None:
     path = write(tmp_path, HEADER + PASSING)
     report = tmp_path / "junit.xml"
-    code, out, _ = gpupolicy("-o", "junit", "--output", str(report), str(path))
+    code, out, _ = gpupolicy("-o", "junit", "--output-file", str(report), str(path))
     assert (code, out) == (0, "")
     assert _junit(report.read_text()).get("tests") == "3"
 
@@ -390,8 +390,8 @@ def test_resources_go_through_the_hardened_reader(tmp_path: Path, pods: str,
         (["-o", "junit", "-f", "."], 0, '<testsuites name="gpupolicy test" tests="3" '
                                         'failures="0" errors="0">'),
         ([], 0, "  PASS  Pod/web"),  # the current directory
-        (["-o", "report.xml", "."], 2, "did you mean --output report.xml?"),
-        (["-o", "sarif", "."], 2, "unknown format 'sarif'; choose one of text, junit"),
+        (["-o", "report.xml", "."], 2, "-o report.xml: did you mean --output-file report.xml?"),
+        (["-o", "sarif", "."], 2, "-o sarif: unknown format; choose one of text, json, junit"),
         (["-f", "junit"], 2, "'junit' is a format: did you mean -o junit"),
     ],
 )

@@ -153,7 +153,7 @@ def test_github_escapes_newlines_and_separators() -> None:
     (("lint", "--policies", "web.json", "web.json"), 2, "web.json"),
     (("lint", "--fix", "-"), 2, "--fix cannot write to standard input"),
     (("lint", "--fix", "--fix-dry-run", "web.json"), 2, ""),
-    (("lint", "--output", "no/such/dir/r.json", "web.json"), 2, "cannot write"),
+    (("lint", "--output-file", "web.json/r.json", "web.json"), 2, "cannot write"),
 ])
 def test_exit_codes(argv: tuple[str, ...], code: int, stderr: str) -> None:
     run = gpupolicy(*argv, cwd=MANIFESTS)
@@ -185,7 +185,7 @@ def test_one_unreadable_file_does_not_stop_the_directory(tmp_path: Path) -> None
 
 def test_output_file_and_verbose_notes(tmp_path: Path) -> None:
     out = tmp_path / "report.sarif"
-    run = gpupolicy(*BASE, "--format", "sarif", "--output", str(out), "-v", cwd=MANIFESTS)
+    run = gpupolicy(*BASE, "--format", "sarif", "--output-file", str(out), "-v", cwd=MANIFESTS)
     assert run.code == 1 and run.out == ""
     assert json.loads(out.read_text())["version"] == "2.1.0"
     assert "training.yaml: document 4 (line 50): skipped, not a Kubernetes object" in run.err

@@ -308,9 +308,16 @@ class FileSource:
     the one hardened reader. A file that cannot be read is reported and the others audited;
     a document the reader refuses is a refusal, as in `lint` and `review`."""
 
-    def __init__(self, paths: list[str]) -> None:
+    def __init__(self, paths: list[str], *, stdin: bytes | None = None,
+                 stdin_name: str = "<stdin>") -> None:
         self.files: list[Path] = []
+        self.given: dict[str, bytes] = {}  # `-`: standard input, read once by the caller
         for path in paths:
+            if path == "-":
+                if stdin_name not in self.given:
+                    self.given[stdin_name] = stdin or b""
+                    self.files.append(Path(stdin_name))
+                continue
             self.files.extend(sources.manifest_files(Path(path)))  # raises SourceError
         self.unreadable: dict[str, str] = {}  # file -> why
         self.problems: list[tuple[str, yamlpos.SyntaxProblem]] = []
@@ -321,8 +328,8 @@ class FileSource:
         found = sources.ClusterObjects()
         for file in self.files:
             try:
-                raw = file.read_bytes()
-            except OSError:
+                raw = self._read(file)
+            except sources.SourceError:
                 continue  # reported by the workload pass
             if not any(k.encode() in raw for k in sources.CLUSTER_KINDS):
                 continue
@@ -336,10 +343,14 @@ class FileSource:
         found.nodes = [node_facts(n) for n in found.nodes]
         return found
 
+    def _read(self, file: Path) -> bytes:
+        given = self.given.get(str(file))
+        return given if given is not None else sources.read_bytes(file)
+
     def workloads(self, progress: Progress, unavailable: dict[str, str]) -> Batches:
         for file in self.files:
             try:
-                raw = sources.read_bytes(file)
+                raw = self._read(file)
             except sources.SourceError as exc:
                 self.unreadable[str(file)] = str(exc).removeprefix(f"{file}: ")
                 continue

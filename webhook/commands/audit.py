@@ -34,19 +34,24 @@ from webhook.output.audit_report import FORMATS, Collector, ObjectRef, write
 from webhook.output.findings import PENDING
 from webhook.output.progress import Progress
 
+# the table is `text`, as every command's human format is named (`table` still accepted)
+HUMAN_FORMATS = tuple("text" if f == "table" else f for f in FORMATS)
 # (kind of the owner, kind of the owned) pairs whose owned objects are not audited twice
 OWNED = {("ReplicaSet", "Deployment"), ("Job", "CronJob")}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", metavar="PATH",
-                        help="audit these files/directories instead of a live cluster")
+                        help="audit these files/directories instead of a live cluster; "
+                             "- for standard input")
+    parser.add_argument("--stdin-filename", metavar="NAME", default="<stdin>",
+                        help="file name to report for standard input")
     sources.add_source_arguments(parser)
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="cluster to audit (default: in-cluster config, else ~/.kube/config)")
     parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
-    options.add_format_options(parser, FORMATS, "table")
-    options.add_file_option(parser, FORMATS)
+    options.add_format_options(parser, HUMAN_FORMATS, "text", aliases={"table": "text"})
+    options.add_file_option(parser, HUMAN_FORMATS)
     parser.add_argument("--report-passes", action="store_true",
                         help="policyreport/openreports: also a `pass` result for each object "
                              "and governing policy it breaks nothing of")
@@ -63,8 +68,10 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         stderr.write(f"gpupolicy audit: {msg}\n")
 
     try:
-        source: Source = (FileSource(args.paths) if args.paths
-                          else LiveSource.connect(args.kubeconfig, args.context, args.page_size))
+        source: Source = (
+            FileSource(args.paths, stdin=sys.stdin.buffer.read() if "-" in args.paths else None,
+                       stdin_name=args.stdin_filename) if args.paths
+            else LiveSource.connect(args.kubeconfig, args.context, args.page_size))
         context = build_context(args, source, warn)
         source.kinds = context.workload_kinds  # --workload-kinds kinds are listed too
         progress = Progress(stderr, enabled=_progress_on(args.progress, stderr))
@@ -73,13 +80,10 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         warn(str(exc))
         return 2
     try:
-        if args.output:
-            with open(args.output, "w", encoding="utf-8") as out:
-                write(args.format, collector, out)
-        else:
-            write(args.format, collector, stdout)
+        with options.report_stream(args.output_file, stdout) as out:
+            write("table" if args.format == "text" else args.format, collector, out)
     except OSError as exc:
-        warn(f"cannot write the report: {exc}")
+        warn(options.cannot_write(args.output_file, exc))
         return 2
     return 1 if collector.refused_objects else 0
 

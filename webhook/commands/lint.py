@@ -128,13 +128,13 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 def emit(args: argparse.Namespace, result: Result, stdout: TextIO, stderr: TextIO) -> int:
     color = args.color == "always" or (
-        args.color == "auto" and not args.output and _isatty(stdout)
+        args.color == "auto" and not options.to_file(args.output_file) and _isatty(stdout)
         and "NO_COLOR" not in os.environ
     )
     text = report.render(args.format, result.findings, files=result.files, color=color,
                          rule_help=findings.rule_help(f.rule for f in result.findings))
     # with --fix-dry-run stdout carries the diff alone, ready for `git apply`
-    if not options.write_report(text, args.output, stderr if args.fix_dry_run else stdout,
+    if not options.write_report(text, args.output_file, stderr if args.fix_dry_run else stdout,
                                 stderr, "lint"):
         return 2
     return 1 if any(f.severity == "error" for f in result.findings) else 0

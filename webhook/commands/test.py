@@ -29,7 +29,7 @@ from webhook.commands import options
 from webhook.inputs import sources, suite
 from webhook.output import report
 
-FORMATS = ("text", "junit")
+FORMATS = ("text", "json", "junit")
 Status = Literal["PASS", "FAIL", "ERROR"]
 _ABSENT = object()
 
@@ -73,8 +73,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     for r in runs:
         if r.error:
             stderr.write(f"gpupolicy test: invalid suite: {r.error}\n")
-    text = format_junit(runs) if args.format == "junit" else format_text(runs)
-    if not options.write_report(text, args.output, stdout, stderr, "test"):
+    text = {"junit": format_junit, "json": format_json}.get(args.format, format_text)(runs)
+    if not options.write_report(text, args.output_file, stdout, stderr, "test"):
         return 2
     statuses = {o.status for r in runs for o in r.outcomes}
     if any(r.error for r in runs) or "ERROR" in statuses:
@@ -304,6 +304,16 @@ def format_text(runs: Sequence[SuiteRun]) -> str:
                  f"{total['errors']} errors")
     # messages quote manifest values: escaped as every report does
     return "\n".join(report.printable(line) for line in lines) + "\n"
+
+
+def format_json(runs: Sequence[SuiteRun]) -> str:
+    body = {
+        "suites": [{"file": r.file, "name": r.name, "error": r.error,
+                    "cases": [{"resource": o.resource, "status": o.status, "details": o.details}
+                              for o in r.outcomes]} for r in runs],
+        "summary": _totals(runs),
+    }
+    return json.dumps(body, indent=2, ensure_ascii=False) + "\n"
 
 
 def format_junit(runs: Sequence[SuiteRun]) -> str:
