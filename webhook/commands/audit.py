@@ -85,7 +85,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     except OSError as exc:
         warn(options.cannot_write(args.output_file, exc))
         return 2
-    return 1 if collector.refused_objects else 0
+    # a fact is an error under every mode (the API server refuses it): exit 1 as lint does
+    return 1 if collector.refused_objects or collector.severities["error"] else 0
 
 
 def build_context(args: argparse.Namespace, source: Source,

@@ -108,7 +108,7 @@ class Collector:
         for v in decision.violations:
             self.write(ref, rule=v.rule, severity=v.severity, message=v.message,
                        policy=v.policy, mode=v.mode, path=v.field or None,
-                       action=action(v.severity, v.mode), at=v.path)
+                       action=action("error" if v.denies else "warning", v.mode), at=v.path)
         if decision.ops:
             self.mutated_objects += 1
             for op in decision.ops:
