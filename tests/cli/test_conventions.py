@@ -3,6 +3,7 @@ the line that matters, the way kubectl, Checkov and gator users expect them."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -113,3 +114,29 @@ def test_output_file_makes_its_parent_directory(files: Path, command: str) -> No
                      str(files / "pod.yaml"))
     assert done.returncode == 1 and done.stdout == "", done.stderr
     assert (files / "a" / "b" / "r.json").read_text().startswith(("{", "["))
+
+
+WARNING = "findings on standard input are reported against <stdin>, which code scanning"
+
+
+@pytest.mark.parametrize(("command", "extra", "warned"), [
+    ("lint", [], True),
+    ("lint", ["--stdin-filename", "k8s/pod.yaml"], False),
+    ("audit", [], True),
+    ("audit", ["--stdin-filename", "k8s/pod.yaml"], False),
+])
+def test_sarif_from_stdin_without_a_name_warns(command: str, extra: list[str],
+                                                warned: bool) -> None:
+    done = gpupolicy(command, "-o", "sarif", *extra, "-", stdin=POD)
+    assert done.returncode == 1, done.stderr
+    assert (WARNING in done.stderr) is warned, done.stderr
+    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            for r in json.loads(done.stdout)["runs"][0]["results"]}
+    assert len(uris) == 1
+
+
+def test_audit_reads_standard_input_as_lint_does() -> None:
+    done = gpupolicy("audit", "-o", "json", "-", stdin=POD)
+    assert done.returncode == 1, done.stderr
+    assert {f["rule"] for f in json.loads(done.stdout)["findings"]} >= {
+        "gpu-quantity-not-integer"}

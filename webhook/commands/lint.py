@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "goes to stderr), change nothing")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                         help="colour the text report (auto: on a terminal, unless NO_COLOR)")
-    parser.add_argument("--stdin-filename", metavar="NAME", default="<stdin>",
+    parser.add_argument("--stdin-filename", metavar="NAME", default=options.STDIN_NAME,
                         help="file name to report for standard input")
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="say which documents were skipped and why")
@@ -133,6 +133,8 @@ def emit(args: argparse.Namespace, result: Result, stdout: TextIO, stderr: TextI
     )
     text = report.render(args.format, result.findings, files=result.files, color=color,
                          rule_help=findings.rule_help(f.rule for f in result.findings))
+    if args.format == "sarif" and any(f.file == options.STDIN_NAME for f in result.findings):
+        stderr.write(f"gpupolicy lint: warning: {options.STDIN_WITHOUT_NAME}\n")
     # with --fix-dry-run stdout carries the diff alone, ready for `git apply`
     if not options.write_report(text, args.output_file, stderr if args.fix_dry_run else stdout,
                                 stderr, "lint"):

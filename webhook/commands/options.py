@@ -14,6 +14,10 @@ from typing import Any, TextIO
 
 REPORT_SUFFIXES = (".json", ".sarif", ".xml", ".txt", ".yaml", ".yml", ".html", ".out")
 STDOUT = "-"
+STDIN_NAME = "<stdin>"  # what a finding on standard input names as its file, by default
+STDIN_WITHOUT_NAME = (
+    f"findings on standard input are reported against {STDIN_NAME}, which code scanning "
+    "cannot find in the repository: name the file with --stdin-filename PATH")
 
 
 def add_format_options(parser: argparse.ArgumentParser, formats: Sequence[str],

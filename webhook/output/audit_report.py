@@ -230,7 +230,7 @@ def as_finding(record: dict[str, Any]) -> Finding:
 def write_sarif(c: Collector, out: TextIO) -> None:
     findings = (as_finding(record) for record in c.records())
     report.write_sarif(out, findings, rule_help=rule_help(c.rules), rules=c.rules,
-                       severities=c.worst, logical=True)
+                       severities=c.worst)
 
 
 _PR_SEVERITY = {"refuse": "high", "warn": "medium", "audit": "low", "error": "high",
