@@ -131,13 +131,13 @@ def _field(loc: FieldPath) -> FieldPath:
     return loc[:-1] if loc and loc[-1] == _KEY else loc
 
 
-def validation_message(error: Any) -> str:
+def validation_message(error: Any, model: type[BaseModel] | None = None) -> str:
     """A pydantic error in the words of a Kubernetes validation message: what the field must
     be and what it holds, never pydantic's vocabulary ("valid tuple", "instance of Spec")."""
     kind, ctx = error["type"], error.get("ctx") or {}
     value = error.get("input")
     if kind == "extra_forbidden":
-        return "unknown field" + _did_you_mean(tuple(error["loc"]))
+        return "unknown field" + _did_you_mean(tuple(error["loc"]), model or GPUPolicy)
     if kind == "missing":
         return "required field is missing"
     if kind == "too_short":
@@ -186,10 +186,10 @@ def _shown(value: Any) -> str:
     return "a list" if isinstance(value, list | tuple) else "a value"
 
 
-def _did_you_mean(loc: FieldPath) -> str:
+def _did_you_mean(loc: FieldPath, root: type[BaseModel]) -> str:
     """`; did you mean maxGPUsPerPod?` for an unknown field, from the fields the model has at
     that place; the known fields when none is close."""
-    known = _fields_at(loc[:-1])
+    known = _fields_at(loc[:-1], root)
     typed = str(loc[-1]) if loc else ""
     if not known:
         return ""
@@ -201,8 +201,8 @@ def _did_you_mean(loc: FieldPath) -> str:
     return f"; known fields: {', '.join(known)}"
 
 
-def _fields_at(loc: FieldPath) -> list[str]:
-    model: type[BaseModel] | None = GPUPolicy
+def _fields_at(loc: FieldPath, root: type[BaseModel]) -> list[str]:
+    model: type[BaseModel] | None = root
     for part in loc:
         if isinstance(part, int) or model is None:
             continue

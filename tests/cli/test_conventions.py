@@ -140,3 +140,10 @@ def test_audit_reads_standard_input_as_lint_does() -> None:
     assert done.returncode == 1, done.stderr
     assert {f["rule"] for f in json.loads(done.stdout)["findings"]} >= {
         "gpu-quantity-not-integer"}
+
+
+@pytest.mark.parametrize("command", ["lint", "review", "audit"])
+def test_namespaces_file_without_a_namespace_is_an_error(files: Path, command: str) -> None:
+    done = gpupolicy(command, "--namespaces", str(files / "pod.yaml"), str(files / "pod.yaml"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{files / 'pod.yaml'}: no Namespace objects" in done.stderr

@@ -603,3 +603,61 @@ def test_refusal_examples_are_twenty_at_most_over_pods_templates_and_claims(tmp_
                              (raw.split(":", 1)[0] for raw in listed))
     assert sum(sources_listed.values()) == 20 and max(sources_listed.values()) <= 10
     assert set(sources_listed) <= {"pod", "template", "claim"}
+
+
+def test_audit_namespace_scopes_a_live_audit(api_server, kubeconfig):
+    """`audit -n NS` lists the workloads of that namespace only (namespaced list calls, as a
+    user with one namespace's rights can make)."""
+    _load(api_server, [namespace("team-a"), namespace("team-b"), *_nodes(),
+                       _pod("a", "team-a", node="t4-1"), _pod("b", "team-b", node="t4-1")])
+    for argv, audited in ((("-n", "team-b"), {"team-b"}), ((), {"team-a", "team-b"})):
+        report = audit_json("--kubeconfig", kubeconfig, *argv)
+        namespaces = {r["namespace"] for r in report["policies"]}
+        assert namespaces == audited, (argv, report["policies"])
+
+
+def test_audit_namespace_scopes_an_offline_audit(tmp_path):
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(yaml.safe_dump_all([_pod("a", "team-a", gpus=16), _pod("b", "team-b")],
+                                       sort_keys=False), encoding="utf-8")
+    assert audit_json(str(dump))["summary"]["audited"] == {"Pod": 2}
+    scoped = audit_json("--namespace", "team-b", str(dump))
+    assert scoped["summary"]["audited"] == {"Pod": 1}
+    assert {f.get("namespace") for f in scoped["findings"]} <= {"team-b"}
+
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+contexts: [{name: ctx, context: {cluster: c, user: u}}]
+current-context: ctx
+users: [{name: u, user: {token: t}}]
+"""
+
+
+# (arguments after --kubeconfig FILE, the error line): kubectl's words, no urllib3 repr
+CLUSTER_ERRORS = [
+    (["audit"], "gpupolicy audit: the connection to the server 127.0.0.1:1 was refused - did "
+                "you specify the right host or port?"),
+    (["explain", "ml/train"], "gpupolicy explain: the connection to the server 127.0.0.1:1 "
+                              "was refused - did you specify the right host or port?"),
+    (["audit", "--context", "nope"], 'gpupolicy audit: context "nope" does not exist'),
+    (["explain", "ml/train", "--context", "nope"],
+     'gpupolicy explain: context "nope" does not exist'),
+]
+
+
+@pytest.mark.parametrize(("argv", "line"), CLUSTER_ERRORS, ids=[" ".join(c[0])
+                                                                for c in CLUSTER_ERRORS])
+def test_cluster_errors_in_kubectls_words(tmp_path, argv, line):
+    config = tmp_path / "kubeconfig"
+    config.write_text(KUBECONFIG, encoding="utf-8")
+    code, out, err = gpupolicy_cli(argv[0], "--kubeconfig", str(config), *argv[1:])
+    assert code == 2 and out == ""
+    assert err.splitlines() == [line]
+
+
+def test_a_missing_kubeconfig_is_named(tmp_path):
+    code, _, err = gpupolicy_cli("audit", "--kubeconfig", str(tmp_path / "none"))
+    assert code == 2
+    assert err == f"gpupolicy audit: stat {tmp_path / 'none'}: no such file or directory\n"

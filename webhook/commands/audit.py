@@ -52,6 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="cluster to audit (default: in-cluster config, else ~/.kube/config)")
     parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
+    parser.add_argument("-n", "--namespace", metavar="NS",
+                        help="audit only the workloads of this namespace (as kubectl -n)")
     options.add_format_options(parser, HUMAN_FORMATS, "text", aliases={"table": "text"})
     options.add_file_option(parser, HUMAN_FORMATS)
     parser.add_argument("--report-passes", action="store_true",
@@ -81,6 +83,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             else LiveSource.connect(args.kubeconfig, args.context, args.page_size))
         context = build_context(args, source, warn)
         source.kinds = context.workload_kinds  # --workload-kinds kinds are listed too
+        source.namespace = args.namespace
         progress = Progress(stderr, enabled=_progress_on(args.progress, stderr))
         collector = audit(source, context, progress, passes=args.report_passes)
     except (ClusterError, sources.SourceError, PolicyLoadError) as exc:

@@ -34,7 +34,7 @@ from policies.engine import claim_view, explain, is_claim, namespace_of
 from policies.loading import PolicyLoadError
 from policies.paths import to_display
 from policies.workloads import unlisted_pod_template
-from webhook.cluster.client import ClusterError
+from webhook.cluster.client import ClusterError, unreachable
 from webhook.cluster.listing import BUILT_IN, CUSTOM, LiveSource, discovered_kinds, served_versions
 from webhook.commands import options
 from webhook.inputs import sources
@@ -129,7 +129,7 @@ def fetch(live: LiveSource, target: str) -> dict[str, Any]:
             raise ClusterError(f"{target}: not found in the cluster") from None
         raise ClusterError(f"{target}: HTTP {exc.status} {exc.reason}") from None
     except HTTPError as exc:
-        raise ClusterError(f"cannot reach the API server at {live.server}: {exc}") from None
+        raise unreachable(live.server, exc) from None
 
 
 def _read(live: LiveSource, kind: str, namespace: str, name: str) -> dict[str, Any]:
