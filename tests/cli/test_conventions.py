@@ -147,3 +147,26 @@ def test_namespaces_file_without_a_namespace_is_an_error(files: Path, command: s
     done = gpupolicy(command, "--namespaces", str(files / "pod.yaml"), str(files / "pod.yaml"))
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"{files / 'pod.yaml'}: no Namespace objects" in done.stderr
+
+
+def test_bidi_controls_are_escaped_before_the_terminal(files: Path) -> None:
+    (files / "bidi.yaml").write_text(POD.replace("evil\\e[31mred", "ok\u202etxt.exe"),
+                                     encoding="utf-8")
+    done = gpupolicy("lint", str(files / "bidi.yaml"))
+    assert "\u202e" not in done.stdout and "ok\\u202etxt.exe" in done.stdout
+    assert done.stdout.splitlines()[-1] == "1 problem (1 error, 0 warnings) in 1 file"
+
+
+RENDERED = ("---\n# Source: mychart/templates/job.yaml\n" + POD.replace("evil\\e[31mred", "job")
+            + "---\n# Source: mychart/templates/ok.yaml\napiVersion: v1\nkind: ConfigMap\n"
+              "metadata: {name: cm}\n")
+
+
+def test_junit_of_helm_output_has_no_empty_suite_for_the_stream() -> None:
+    import xml.etree.ElementTree as ET
+
+    done = gpupolicy("lint", "-o", "junit", "--stdin-filename", "rendered.yaml", "-",
+                     stdin=RENDERED)
+    assert done.returncode == 1, done.stderr
+    suites = [s.get("name") for s in ET.fromstring(done.stdout).iter("testsuite")]
+    assert suites == ["mychart/templates/job.yaml", "mychart/templates/ok.yaml"]

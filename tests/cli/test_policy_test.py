@@ -215,7 +215,7 @@ def test_invalid_suite(tmp_path: Path, suite: str, message: str) -> None:
     assert f"  ERROR {path}" in out and err == "", err
     assert message in out, out
     assert "Input should" not in out and "Traceback" not in err
-    assert out.splitlines()[-1].endswith("0 passed, 0 failed, 1 errors")
+    assert out.splitlines()[-1].endswith("0 passed, 0 failed, 1 error")
     # with the report elsewhere (JUnit, a file), stderr says it
     code, out, err = gpupolicy("-o", "junit", str(path))
     assert code == 2 and f"gpupolicy test: invalid suite: {path}" in err and message in err

@@ -260,7 +260,8 @@ def test_unreachable_cluster_is_a_clear_error(tmp_path):
     server.stop()
     code, _out, err = gpupolicy_cli("audit", "--kubeconfig", config)
     assert code == 2
-    assert "cannot reach the API server" in err and "Traceback" not in err
+    assert "was refused - did you specify the right host or port?" in err
+    assert "Traceback" not in err and "HTTPConnection" not in err
 
 
 # The two report APIs, as their API references define them (wgpolicyk8s.io/v1alpha2 and
@@ -660,4 +661,25 @@ def test_cluster_errors_in_kubectls_words(tmp_path, argv, line):
 def test_a_missing_kubeconfig_is_named(tmp_path):
     code, _, err = gpupolicy_cli("audit", "--kubeconfig", str(tmp_path / "none"))
     assert code == 2
-    assert err == f"gpupolicy audit: stat {tmp_path / 'none'}: no such file or directory\n"
+    assert err == (f"gpupolicy audit: cannot load cluster credentials from {tmp_path / 'none'}: "
+                   f"stat {tmp_path / 'none'}: no such file or directory\n")
+
+
+def test_the_table_escapes_file_borne_names_and_counts_cluster_findings_apart(tmp_path):
+    """A name from a file may hold escape sequences or a bidi override (U+202E): escaped, as
+    lint's text report escapes them. A Pending pod is a cluster finding, not a policy warning
+    (every WARN column was 0 while the summary said 1 warning). Counts read as English."""
+    evil = _pod("evil\x1b[31mred\u202etxt.exe", "team-a", node="t4-1", gpus=16)
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(yaml.safe_dump_all(
+        [*_nodes(), evil, _pod("q", "team-a", gpus=1, phase="Pending")], sort_keys=False,
+        allow_unicode=True), encoding="utf-8")
+    code, out, err = gpupolicy_cli("audit", str(dump))
+    assert code == 1, err
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "evil\\x1b[31mred\\u202etxt.exe" in out
+    assert "Audited 2 Pods in 1 namespace (2 running pods, 0 templates)" in out
+    summary = next(line for line in out.splitlines() if line.startswith("Would refuse"))
+    assert summary == ("Would refuse 1 object, mutate 0; 1 error, 0 warnings; "
+                       "1 cluster finding (below).")
+    assert "GPU pods Pending and unscheduled: 1" in out

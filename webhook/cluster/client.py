@@ -59,7 +59,8 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> k8s
             k8s_config.load_incluster_config()
             return k8s.ApiClient()
         if kubeconfig is not None and not os.path.exists(kubeconfig):
-            raise ClusterError(f"stat {kubeconfig}: no such file or directory")
+            raise ClusterError(f"cannot load cluster credentials from {kubeconfig}: "
+                               f"stat {kubeconfig}: no such file or directory")
         if context is not None:
             contexts, _ = k8s_config.list_kube_config_contexts(config_file=kubeconfig)
             if context not in {c.get("name") for c in contexts or ()}:

@@ -113,6 +113,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         rendered = helm.Sources(raw)
         if rendered:  # Helm output: point at the chart's template files
             result.findings[start:] = helm.place_all(result.findings[start:], rendered)
+            # the files checked are the templates (JUnit: no empty suite for the stream)
+            result.files[-1:] = list(dict.fromkeys(rendered.paths))
     if args.verbose:
         for note in result.notes:
             stderr.write(f"{note}\n")

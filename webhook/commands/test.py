@@ -309,10 +309,10 @@ def format_text(runs: Sequence[SuiteRun]) -> str:
             lines.append(f"  {o.status:<5} {o.resource}")
             lines.extend(f"        {d}" for d in o.details)
     total = _totals(runs)
-    lines.append(f"{total['tests']} case{'s' * (total['tests'] != 1)} in {len(runs)} "
-                 f"suite{'s' * (len(runs) != 1)}: "
+    lines.append(f"{report.plural(total['tests'], 'case')} in "
+                 f"{report.plural(len(runs), 'suite')}: "
                  f"{total['passed']} passed, {total['failures']} failed, "
-                 f"{total['errors']} errors")
+                 f"{report.plural(total['errors'], 'error')}")
     # messages quote manifest values: escaped as every report does
     return "\n".join(report.printable(line) for line in lines) + "\n"
 

@@ -115,15 +115,27 @@ def format_text(
     return "\n".join(lines) + "\n"
 
 
-# Manifests are input from anyone: a terminal must not run the escape sequences they hold.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Manifests are input from anyone: a terminal must not run the escape sequences they hold,
+# nor show text reordered by bidirectional controls (U+202E makes "exe.txt" read "txt.exe").
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                      "\u2066-\u2069]")
 
 
 def printable(text: str) -> str:
     """Control characters a manifest value holds, escaped: a terminal must not run them."""
     if not _CONTROL.search(text):
         return text
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return _CONTROL.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """`1 warning`, `2 warnings`, `1,204 Pods`: counts in reports read as English."""
+    return f"{count:,} {word if count == 1 else many or word + 's'}"
 
 
 def _printable(f: Finding) -> Finding:
