@@ -134,3 +134,8 @@ def _path(formats: Sequence[str]) -> Any:
         return value
     return check
 
+
+
+def format_choices(action: argparse.Action) -> tuple[str, ...]:
+    """The formats `-o` takes (completion lists them), or () for any other option."""
+    return action.formats if isinstance(action, _FormatAction) else ()
