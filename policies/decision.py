@@ -31,15 +31,24 @@ class Violation:
     policy: str
     mode: Mode
     level: Level = "error"
+    # A fact (an INTRINSIC rule: what the API server or kubelet refuses whatever the policy
+    # says) is an error in every report, even under a Warn or Audit policy.
+    fact: bool = False
 
     @property
     def severity(self) -> Severity:
-        """Enforce + error denies; everything else is reported as a warning."""
-        return "error" if self.mode == "Enforce" and self.level == "error" else "warning"
+        """The one place a report's severity is decided: an error breach of an Enforce policy,
+        or a fact under any mode, is an error; everything else is a warning."""
+        if self.level == "error" and (self.mode == "Enforce" or self.fact):
+            return "error"
+        return "warning"
 
     @property
     def denies(self) -> bool:
-        return self.severity == "error"
+        """Whether the webhook refuses: Enforce only. Under Warn and Audit a fact is admitted
+        with the policy's say (the API server refuses it anyway), while reports call it an
+        error."""
+        return self.mode == "Enforce" and self.level == "error"
 
     @property
     def field(self) -> str:

@@ -27,6 +27,7 @@ from policies.paths import FieldPath, to_display
 from policies.resources import PodDemand, demand, with_metadata
 from policies.rules import (
     CLUSTER_RULES,
+    FACTS,
     INTRINSIC_CLAIM_RULES,
     POLICY_CLAIM_RULES,
     for_families,
@@ -177,7 +178,7 @@ def namespace_of(obj: Mapping[str, Any], namespace: str | None) -> str:
 
 def _violation(policy: GPUPolicy, finding: Finding) -> Violation:
     return Violation(finding.rule, finding.message, finding.path, policy.name,
-                     policy.spec.mode, finding.level)
+                     policy.spec.mode, finding.level, finding.rule in FACTS)
 
 
 def _mutate(

@@ -108,6 +108,8 @@ CLUSTER_RULES: tuple[ModuleType, ...] = (shared_gpu_over_limit,)
 
 RULES: dict[str, ModuleType] = {m.ID: m for m in (*_MODULES, *CLAIM_RULES, *CLUSTER_RULES)}
 INTRINSIC_RULES = tuple(m for m in _MODULES if m.INTRINSIC)
+# Rule ids that state facts: errors in every report whatever the policy's mode.
+FACTS = frozenset(m.ID for m in (*_MODULES, *CLAIM_RULES) if m.INTRINSIC)
 POLICY_RULES = tuple(m for m in _MODULES if not m.INTRINSIC)
 
 

@@ -26,12 +26,21 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from http.client import RemoteDisconnected
 from typing import Any
+from urllib.parse import urlsplit
 
 from kubernetes import client as k8s
 from kubernetes import config as _k8s_config
 from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError, ReadTimeoutError
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    HTTPError,
+    NameResolutionError,
+    ProtocolError,
+    ReadTimeoutError,
+    SSLError,
+)
 
 # the config module carries no annotations
 k8s_config: Any = _k8s_config
@@ -47,17 +56,54 @@ class ClusterError(RuntimeError):
 
 
 def api_client(kubeconfig: str | None = None, context: str | None = None) -> k8s.ApiClient:
-    """A client from `kubeconfig`, else in-cluster config, else the default kubeconfig."""
+    """A client from `kubeconfig`, else in-cluster config, else the default kubeconfig.
+    Errors are said in kubectl's words (`context "nope" does not exist`)."""
     try:
-        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
             k8s_config.load_incluster_config()
             return k8s.ApiClient()
+        if kubeconfig is not None and not os.path.exists(kubeconfig):
+            raise ClusterError(f"cannot load cluster credentials from {kubeconfig}: "
+                               f"stat {kubeconfig}: no such file or directory")
+        if context is not None:
+            contexts, _ = k8s_config.list_kube_config_contexts(config_file=kubeconfig)
+            if context not in {c.get("name") for c in contexts or ()}:
+                raise ClusterError(f'context "{context}" does not exist')
         made: k8s.ApiClient = k8s_config.new_client_from_config(
             config_file=kubeconfig, context=context)
         return made
     except (k8s_config.ConfigException, OSError, ValueError, TypeError) as exc:
         where = kubeconfig or "the default kubeconfig"
         raise ClusterError(f"cannot load cluster credentials from {where}: {exc}") from None
+
+
+def unreachable(server: str, exc: BaseException) -> ClusterError:
+    """A connection failure as kubectl says it (`the connection to the server 127.0.0.1:1 was
+    refused`), never the HTTP library's repr of its retry state."""
+    parsed = urlsplit(server if "//" in server else f"//{server}")
+    host = parsed.hostname or server
+    port = parsed.port or (443 if parsed.scheme != "http" else 80)
+    hostport = f"{host}:{port}"
+    reason: BaseException = getattr(exc, "reason", None) or exc
+    text = str(reason)
+    if "Connection refused" in text or isinstance(reason, ConnectionRefusedError):
+        return ClusterError(f"the connection to the server {hostport} was refused - did you "
+                            "specify the right host or port?")
+    if isinstance(reason, NameResolutionError) or "Name or service not known" in text \
+            or "nodename nor servname" in text:
+        return ClusterError(f"unable to connect to the server: dial tcp: lookup {host}: "
+                            "no such host")
+    if isinstance(reason, TimeoutError | ConnectTimeoutError | ReadTimeoutError) or \
+            "timed out" in text:
+        return ClusterError(f"unable to connect to the server {hostport}: i/o timeout")
+    if isinstance(reason, SSLError) or "CERTIFICATE_VERIFY_FAILED" in text:
+        why = "certificate signed by unknown authority" if "CERTIFICATE_VERIFY" in text \
+            else "TLS handshake failed"
+        return ClusterError(f"unable to connect to the server {hostport}: tls: {why}")
+    if isinstance(reason, ProtocolError | RemoteDisconnected) or "Connection aborted" in text:
+        return ClusterError(f"unable to connect to the server {hostport}: the connection "
+                            "was closed")
+    return ClusterError(f"unable to connect to the server {hostport}")
 
 
 def in_cluster() -> bool:

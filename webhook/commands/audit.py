@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from policies.context import Context
 from policies.engine import namespace_of, review
 from policies.loading import PolicyLoadError
+from policies.paths import FieldPath
 from webhook.cluster.checks import ClusterChecks
 from webhook.cluster.client import ClusterError
 from webhook.cluster.listing import FileSource, LiveSource, Locator, Source
@@ -34,19 +36,26 @@ from webhook.output.audit_report import FORMATS, Collector, ObjectRef, write
 from webhook.output.findings import PENDING
 from webhook.output.progress import Progress
 
+# the table is `text`, as every command's human format is named (`table` still accepted)
+HUMAN_FORMATS = tuple("text" if f == "table" else f for f in FORMATS)
 # (kind of the owner, kind of the owned) pairs whose owned objects are not audited twice
 OWNED = {("ReplicaSet", "Deployment"), ("Job", "CronJob")}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", metavar="PATH",
-                        help="audit these files/directories instead of a live cluster")
+                        help="audit these files/directories instead of a live cluster; "
+                             "- for standard input")
+    parser.add_argument("--stdin-filename", metavar="NAME", default=options.STDIN_NAME,
+                        help="file name to report for standard input")
     sources.add_source_arguments(parser)
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="cluster to audit (default: in-cluster config, else ~/.kube/config)")
     parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
-    options.add_format_options(parser, FORMATS, "table")
-    options.add_file_option(parser, FORMATS)
+    parser.add_argument("-n", "--namespace", metavar="NS",
+                        help="audit only the workloads of this namespace (as kubectl -n)")
+    options.add_format_options(parser, HUMAN_FORMATS, "text", aliases={"table": "text"})
+    options.add_file_option(parser, HUMAN_FORMATS)
     parser.add_argument("--report-passes", action="store_true",
                         help="policyreport/openreports: also a `pass` result for each object "
                              "and governing policy it breaks nothing of")
@@ -62,26 +71,34 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     def warn(msg: str) -> None:
         stderr.write(f"gpupolicy audit: {msg}\n")
 
+    if args.format == "sarif" and not args.paths:
+        warn("-o sarif needs files: code scanning needs a file and line for every result, "
+             "and objects read from a live cluster have none. Audit the manifests instead "
+             "(gpupolicy audit PATH -o sarif), or use -o json, policyreport or openreports")
+        return 2
     try:
-        source: Source = (FileSource(args.paths) if args.paths
-                          else LiveSource.connect(args.kubeconfig, args.context, args.page_size))
+        source: Source = (
+            FileSource(args.paths, stdin=sys.stdin.buffer.read() if "-" in args.paths else None,
+                       stdin_name=args.stdin_filename) if args.paths
+            else LiveSource.connect(args.kubeconfig, args.context, args.page_size))
         context = build_context(args, source, warn)
         source.kinds = context.workload_kinds  # --workload-kinds kinds are listed too
+        source.namespace = args.namespace
         progress = Progress(stderr, enabled=_progress_on(args.progress, stderr))
         collector = audit(source, context, progress, passes=args.report_passes)
     except (ClusterError, sources.SourceError, PolicyLoadError) as exc:
         warn(str(exc))
         return 2
     try:
-        if args.output:
-            with open(args.output, "w", encoding="utf-8") as out:
-                write(args.format, collector, out)
-        else:
-            write(args.format, collector, stdout)
+        with options.report_stream(args.output_file, stdout) as out:
+            write("table" if args.format == "text" else args.format, collector, out)
     except OSError as exc:
-        warn(f"cannot write the report: {exc}")
+        warn(options.cannot_write(args.output_file, exc))
         return 2
-    return 1 if collector.refused_objects else 0
+    if args.format == "sarif":
+        _say_what_sarif_left_out(collector, warn)
+    # a fact is an error under every mode (the API server refuses it): exit 1 as lint does
+    return 1 if collector.refused_objects or collector.severities["error"] else 0
 
 
 def build_context(args: argparse.Namespace, source: Source,
@@ -96,19 +113,26 @@ def audit(source: Source, context: Context, progress: Progress, *,
           passes: bool = False) -> Collector:
     collector = Collector({p.name: p for p in context.policies}, passes=passes)
     checks = ClusterChecks(context)
+    places: Places = {}
     for kind, batch in source.workloads(progress, collector.unavailable):
         for obj, locate in batch:
-            audit_one(obj, kind, context, collector, checks, locate)
+            audit_one(obj, kind, context, collector, checks, locate, places)
         progress.advance(kind, len(batch))
     progress.done()
     for file, problem in source.problems:
         collector.unreadable_document(file, problem)
-    finish(collector, checks)
+    finish(collector, checks, places)
     return collector
 
 
+# (namespace, name) of a GPU pod read from a file -> where its document is (file, line,
+# column): a Pending pod's finding is placed there, as code scanning needs a place for each
+Places = dict[tuple[str, str], tuple[str, int, int]]
+
+
 def audit_one(obj: dict[str, Any], kind: str, context: Context, collector: Collector,
-              checks: ClusterChecks, locate: Locator = None) -> None:
+              checks: ClusterChecks, locate: Locator = None,
+              places: Places | None = None) -> None:
     meta = sources.metadata_of(obj)
     if _owned(kind, meta):
         collector.skipped[kind] += 1
@@ -124,9 +148,11 @@ def audit_one(obj: dict[str, Any], kind: str, context: Context, collector: Colle
     collector.add(ref, decision)
     if kind == "Pod":
         checks.pod(obj, namespace, ref.name, decision.gpu)
+        if decision.gpu and locate is not None and places is not None:
+            places[(namespace, ref.name)] = locate(())
 
 
-def finish(collector: Collector, checks: ClusterChecks) -> None:
+def finish(collector: Collector, checks: ClusterChecks, places: Places | None = None) -> None:
     over = checks.findings()
     for o in over:
         collector.write(None, rule=o.rule, severity="warning", policy=o.policy,
@@ -134,7 +160,8 @@ def finish(collector: Collector, checks: ClusterChecks) -> None:
     for p in checks.pending:
         reasons = "; ".join(p.pools) or "no GPU node pool in the inventory"
         scheduler = f"scheduler: {p.scheduler}; " if p.scheduler else ""
-        ref = ObjectRef("Pod", "v1", p.namespace, p.name)
+        place = (places or {}).get((p.namespace, p.name))
+        ref = ObjectRef("Pod", "v1", p.namespace, p.name, locate=_at(place))
         collector.write(ref, rule=PENDING, severity="warning", action="warn",
                         message=f"GPU pod Pending: {scheduler}{reasons}")
     collector.cluster = {
@@ -145,6 +172,36 @@ def finish(collector: Collector, checks: ClusterChecks) -> None:
         "pendingGPUPods": {"total": checks.pending_total,
                            "pods": [p.as_dict() for p in checks.pending]},
     }
+
+
+def _at(place: tuple[str, int, int] | None) -> Locator:
+    """A locator that puts every finding of the object at its document."""
+    if place is None:
+        return None
+
+    def locate(_path: FieldPath) -> tuple[str, int, int]:
+        return place
+
+    return locate
+
+
+def _say_what_sarif_left_out(collector: Collector, warn: Callable[[str], None]) -> None:
+    """Findings without a file (a shared GPU over its limit: a node's, not a document's) are
+    not in the SARIF log, since GitHub refuses a whole upload for one result without a place;
+    and a result against standard input's stand-in name points at no file in the repository."""
+    left: Counter[str] = Counter()
+    on_stdin = False
+    for record in collector.records():
+        left[record["rule"]] += not record.get("file")
+        on_stdin = on_stdin or record.get("file") == options.STDIN_NAME
+    left = +left  # the rules with a count
+    if on_stdin:
+        warn(f"warning: {options.STDIN_WITHOUT_NAME}")
+    if left:
+        rules = ", ".join(f"{n} {rule}" for rule, n in sorted(left.items()))
+        warn(f"left out of the SARIF log: {sum(left.values())} finding"
+             f"{'s' * (sum(left.values()) != 1)} with no file and line ({rules}); "
+             "-o json lists them")
 
 
 def _owned(kind: str, meta: Mapping[str, Any]) -> bool:

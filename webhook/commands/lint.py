@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "goes to stderr), change nothing")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                         help="colour the text report (auto: on a terminal, unless NO_COLOR)")
-    parser.add_argument("--stdin-filename", metavar="NAME", default="<stdin>",
+    parser.add_argument("--stdin-filename", metavar="NAME", default=options.STDIN_NAME,
                         help="file name to report for standard input")
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="say which files and documents were skipped and why")
@@ -145,6 +145,10 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         placed = helm.Sources(raw)
         if placed:  # Helm output: point at the chart's template files
             result.findings[start:] = helm.place_all(result.findings[start:], placed)
+            # the files checked are the templates (JUnit: no empty suite for the stream)
+            found = [p for p in placed.paths if p is not None]
+            if found:
+                result.files[-1:] = list(dict.fromkeys(found))
             for chart in sorted(placed.missing):
                 stderr.write(f"gpupolicy lint: {name}: helm chart {chart!r} not found under "
                              f"{Path.cwd()}: its findings stay at the rendered lines (lint "
@@ -199,13 +203,15 @@ def lint_rendered(target: Target, raw: bytes, relative_to: Path | None, context:
 
 def emit(args: argparse.Namespace, result: Result, stdout: TextIO, stderr: TextIO) -> int:
     color = args.color == "always" or (
-        args.color == "auto" and not args.output and _isatty(stdout)
+        args.color == "auto" and not options.to_file(args.output_file) and _isatty(stdout)
         and "NO_COLOR" not in os.environ
     )
     text = report.render(args.format, result.findings, files=result.files, color=color,
                          rule_help=findings.rule_help(f.rule for f in result.findings))
+    if args.format == "sarif" and any(f.file == options.STDIN_NAME for f in result.findings):
+        stderr.write(f"gpupolicy lint: warning: {options.STDIN_WITHOUT_NAME}\n")
     # with --fix-dry-run stdout carries the diff alone, ready for `git apply`
-    if not options.write_report(text, args.output, stderr if args.fix_dry_run else stdout,
+    if not options.write_report(text, args.output_file, stderr if args.fix_dry_run else stdout,
                                 stderr, "lint"):
         return 2
     return 1 if any(f.severity == "error" for f in result.findings) else 0

@@ -193,10 +193,15 @@ def read_cluster_file(path: Path | str) -> ClusterObjects:
 
 
 def load_namespaces(paths: Iterable[Path | str]) -> dict[str, dict[str, str]]:
-    """Namespace name -> labels, from files of Namespace objects."""
+    """Namespace name -> labels, from files of Namespace objects. A file that holds none is an
+    error: a wrong file must not mean "no namespace has labels"."""
     found: dict[str, dict[str, str]] = {}
     for path in paths:
-        found.update(namespace_labels(read_objects(path)))
+        labels = namespace_labels(read_objects(path))
+        if not labels:
+            raise SourceError(f"{path}: no Namespace objects (give a file of Namespace objects, "
+                              "e.g. from kubectl get namespaces -o yaml)")
+        found.update(labels)
     return found
 
 
