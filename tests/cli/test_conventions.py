@@ -166,11 +166,24 @@ RENDERED = ("---\n# Source: mychart/templates/job.yaml\n" + POD.replace("evil\\e
               "metadata: {name: cm}\n")
 
 
-def test_junit_of_helm_output_has_no_empty_suite_for_the_stream() -> None:
+@pytest.mark.parametrize(("chart_here", "suites"), [
+    (True, ["mychart/templates/job.yaml", "mychart/templates/ok.yaml"]),
+    (False, ["rendered.yaml"]),  # the chart is not here: findings stay at the rendered lines
+])
+def test_junit_of_helm_output_has_no_empty_suite_for_the_stream(
+        tmp_path: Path, chart_here: bool, suites: list[str]) -> None:
     import xml.etree.ElementTree as ET
 
-    done = gpupolicy("lint", "-o", "junit", "--stdin-filename", "rendered.yaml", "-",
-                     stdin=RENDERED)
+    if chart_here:
+        templates = tmp_path / "mychart" / "templates"
+        templates.mkdir(parents=True)
+        (templates.parent / "Chart.yaml").write_text("apiVersion: v2\nname: mychart\nversion: 0.1.0\n")
+        for part in RENDERED.split("---\n")[1:]:
+            source, body = part.split("\n", 1)
+            (tmp_path / source.removeprefix("# Source: ")).write_text(body)
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "lint", "-o", "junit",
+                           "--stdin-filename", "rendered.yaml", "-"], input=RENDERED,
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 1, done.stderr
-    suites = [s.get("name") for s in ET.fromstring(done.stdout).iter("testsuite")]
-    assert suites == ["mychart/templates/job.yaml", "mychart/templates/ok.yaml"]
+    found = [s.get("name") for s in ET.fromstring(done.stdout).iter("testsuite")]
+    assert found == suites
