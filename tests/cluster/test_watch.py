@@ -213,7 +213,8 @@ def test_api_server_gone_keeps_last_state_and_reports_staleness(api_server, clie
         assert cluster.staleness() >= 1.0
         api_server.start()
         wait_for(lambda: cluster.staleness() < 1.0)
-        assert state.errors == {}
+        # each cache clears its error when it lists again: not all in the same instant
+        wait_for(lambda: state.errors == {})
     finally:
         cluster.stop()
 
