@@ -19,6 +19,8 @@ from policies.decision import Decision, Finding, Violation
 from policies.dra.claims import gpu_demand
 from policies.dra.demand import claim_uses, unknown_claims
 from policies.dra.parse_claims import parse_claim
+from policies.dra.pools import DraInventory
+from policies.dra.served import served_lookup, served_uses
 from policies.hardware import PoolVerdict, catalog_pools, verdicts
 from policies.model import GPUPolicy
 from policies.mutate import inject, plan_for
@@ -183,24 +185,32 @@ def _mutate(
     patch = Patch(obj)
     found: list[tuple[GPUPolicy, Finding]] = []
     before = []
+    dra = context.inventory.dra if context.inventory is not None else None
+    served = served_lookup(dra)
     for carrier in specs:
         prefix = carrier.path
         meta_at = metadata_path(prefix)
-        found_demand = with_metadata(demand(carrier.spec, prefix, slots=carrier.kind.containers),
-                                     _get(obj, meta_at), meta_at)
+        found_demand = with_metadata(demand(carrier.spec, prefix, slots=carrier.kind.containers,
+                                            served=served), _get(obj, meta_at), meta_at)
         if context.claims:  # GPUs asked for through ResourceClaims (DRA) make a GPU pod too
-            dra = context.inventory.dra if context.inventory is not None else None
             uses = claim_uses(carrier.spec, prefix, namespace, context.claims, dra)
             if uses:
                 found_demand = replace(found_demand, claims=uses)
+        found_demand = _with_served(found_demand, dra, prefix)
         before.append(found_demand)
         found += inject(patch, prefix, before[-1], policies, carrier.kind.pod_fields)
-    return patch, found, list(_views(patch, specs, before, obj, namespace))
+    return patch, found, list(_views(patch, specs, before, obj, namespace, dra))
+
+
+def _with_served(found: PodDemand, dra: DraInventory | None, prefix: FieldPath) -> PodDemand:
+    """The demand with the scheduler's claim for the names DeviceClasses serve."""
+    uses = served_uses(found, dra, (*prefix, "containers"))
+    return replace(found, served=uses) if uses or found.served else found
 
 
 def _views(
     patch: Patch, specs: Sequence[Carrier], before: Sequence[PodDemand],
-    original: Mapping[str, Any], namespace: str,
+    original: Mapping[str, Any], namespace: str, dra: DraInventory | None = None,
 ) -> Iterator[PodView]:
     kind = str(original.get("kind", ""))
     started = kind == "Pod" and _started(original)
@@ -210,7 +220,8 @@ def _views(
         if spec is not _spec_before(patch, prefix):
             # Copy on write: a container no op went into is the same object as before, and
             # its amounts carry over.
-            found = demand(spec, prefix, found, carrier.kind.containers)
+            found = _with_served(demand(spec, prefix, found, carrier.kind.containers,
+                                        served_lookup(dra)), dra, prefix)
         yield PodView(kind, spec, prefix, found, kind == "Pod", namespace,
                       products=targeted_products(spec), pod_fields=carrier.kind.pod_fields,
                       started=started)
@@ -263,7 +274,7 @@ def _spec_before(patch: Patch, prefix: FieldPath) -> Any:
 def _check(
     view: PodView, policies: Sequence[GPUPolicy], context: Context
 ) -> Iterator[tuple[GPUPolicy, Finding]]:
-    gpu_claims = any(u.gpu for u in view.demand.claims)
+    gpu_claims = any(u.gpu or u.doubtful for u in view.demand.claims)
     if not gpu_claims and (not view.demand.containers or not _accelerator_related(view)):
         for policy in policies:
             for finding in visible_devices_bypass.check(view, policy, context):
@@ -284,10 +295,10 @@ def _check(
 
 def _claimed(found: PodDemand) -> frozenset[str]:
     """The families a pod's ResourceClaims bring: DRA, and whole GPUs or MIG devices."""
-    if not any(u.gpu for u in found.claims):
+    uses = (*found.claims, *found.served)
+    if not any(u.gpu or u.doubtful for u in uses):
         return frozenset()
-    kinds = {"whole" if d.kind == "gpu" else d.kind for u in found.claims for d in u.demands
-             if d.kind is not None}
+    kinds = {"whole" if k == "gpu" else k for u in uses for d in u.demands for k in d.kinds}
     return frozenset({"dra", *kinds})
 
 

@@ -8,7 +8,7 @@ whose amounts are unknown and so not checked.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any
@@ -18,7 +18,7 @@ from policies.display import shown, type_name
 from policies.inventory import PER_NODE_LABELS, Pool
 from policies.mig import fits
 from policies.quantity import Number
-from policies.resources import MEMORY_MB, FractionRequest, classify, mig_profile
+from policies.resources import MEMORY_MB, FractionRequest, Resource, classify, mig_profile
 from policies.selectors import node_affinity_matches, node_selector_matches, untolerated
 from policies.shape import REQUIRED
 from policies.view import PodView
@@ -86,7 +86,7 @@ def pool_verdicts(
 
 
 def _relevant(need: _Need, pool: Pool) -> bool:
-    asked = [n for n, v in need.totals.items() if v > 0 and classify(n) is not None]
+    asked = [n for n, v in need.totals.items() if v > 0 and need.resource(n) is not None]
     return not asked or any(pool.allocatable.get(n, 0) > 0 for n in asked)
 
 
@@ -157,6 +157,11 @@ class _Need:
     scheduling_known: bool = True
     gpushare_cards: int = 1
     fraction: FractionRequest | None = None
+    # The resources the containers ask for, as read (names a DeviceClass serves included).
+    resources: Mapping[str, Resource] = field(default_factory=dict)
+
+    def resource(self, name: str) -> Resource | None:
+        return self.resources.get(name) or classify(name)
 
     @classmethod
     def of(cls, view: PodView, allowed_models: Sequence[Sequence[str]]) -> _Need:
@@ -185,6 +190,7 @@ class _Need:
             scheduling_known="tolerations" in view.pod_fields,
             gpushare_cards=demand.gpushare_cards,
             fraction=demand.fraction,
+            resources={n: a.resource for c in demand.containers for n, a in c.amounts.items()},
         )
 
 
@@ -229,7 +235,7 @@ def _reasons(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[str]:
         yield (f"nvidia.com/gpu here is one {slice_} MIG slice and a container sees only one "
                f"MIG device, not the {need.most_gpus_in_a_container} GPUs it asks for")
     if amounts_known:
-        yield from _amounts(need.totals, pool.allocatable)
+        yield from _amounts(need, pool.allocatable)
     yield from _shared_memory(need, pool)
     yield from _fraction(need, pool)
 
@@ -283,9 +289,9 @@ def _selector_keys(
     return keys, by_name
 
 
-def _amounts(totals: Mapping[str, Number], allocatable: Mapping[str, int]) -> Iterator[str]:
-    for name, need in sorted(totals.items()):
-        resource = classify(name)
+def _amounts(needs: _Need, allocatable: Mapping[str, int]) -> Iterator[str]:
+    for name, need in sorted(needs.totals.items()):
+        resource = needs.resource(name)
         if need <= 0 or resource is None or resource.unit in _UNADVERTISED_UNITS:
             continue
         have = allocatable.get(name, 0)
