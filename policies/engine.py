@@ -148,7 +148,8 @@ def _review_claim(obj: Mapping[str, Any], context: Context, namespace: str) -> D
     if not policies:
         return Decision(allowed=True, mutated=obj)
     view = claim_view(obj, context, namespace)
-    if not view.gpu and not any(p.kind == "malformed" for p in view.claim.problems):
+    if not view.gpu and not any(p.kind == "malformed" for p in view.claim.problems) \
+            and all(d.matched for d in view.demands):  # no device at all: never runnable
         return Decision(allowed=True, mutated=obj)
     strictest = min(policies, key=lambda p: _MODE_RANK[p.spec.mode])
     found = [(strictest, f) for rule in INTRINSIC_CLAIM_RULES

@@ -218,9 +218,10 @@ def _served_by_dra(node: Node, dra: DraInventory, catalog: Catalog) -> Node:
 def _pool(members: list[Node], used: set[str]) -> Pool:
     first = members[0]
     labels = {k: v for k, v in first.labels.items() if k not in PER_NODE_LABELS}
-    # As the cluster names them: the node pool label, else (or when nodes of one node pool
-    # differ, as a tainted node does) the first node's own name; never an invented suffix.
-    name = next((labels[k] for k in POOL_LABELS if labels.get(k)), "")
+    # As the cluster labels them: the node pool label, else the GPU product label; when
+    # neither, or when nodes of one node pool differ (a tainted node), the first node's own
+    # name: never an invented suffix, nor a DRA device's productName (not a label).
+    name = next((labels[k] for k in (*POOL_LABELS, *PRODUCT_LABELS) if labels.get(k)), "")
     if not name or name in used:
         name = first.name
     used.add(name)

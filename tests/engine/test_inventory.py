@@ -106,8 +106,8 @@ def node(name: str, labels: dict[str, str], allocatable: dict[str, str] | None =
 @pytest.mark.parametrize(
     ("nodes", "names"),
     [
-        # no pool label: the node's name (the product is no name the cluster gives it)
-        ([node("a", {"nvidia.com/gpu.product": "NVIDIA-L4"}), node("b", {})], ["a", "b"]),
+        # no pool label: the product label, then the node's name
+        ([node("a", {"nvidia.com/gpu.product": "NVIDIA-L4"}), node("b", {})], ["NVIDIA-L4", "b"]),
         # same pool label, different taints: the first node's name, as the cluster has it
         (
             [
