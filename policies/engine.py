@@ -12,7 +12,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from policies.claimfit import allocation_text, claim_verdicts, judged, pod_verdicts
+from policies.claimfit import (
+    allocation_text,
+    asks_dra_served,
+    claim_verdicts,
+    judged,
+    pod_verdicts,
+)
 from policies.cluster import ClusterFinding, ClusterView
 from policies.context import Context
 from policies.decision import Decision, Finding, Violation
@@ -119,7 +125,8 @@ def explain(
     for view in views:
         if not view.demand.gpu:
             continue
-        if dra is not None and inventory is not None and view.demand.claims:
+        if dra is not None and inventory is not None and (
+                view.demand.claims or asks_dra_served(view, dra)):
             out.append((view.prefix, pod_verdicts(view, inventory, dra, allowed)))
         else:
             out.append((view.prefix, verdicts(view, pools, allowed_models=allowed,

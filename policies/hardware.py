@@ -223,7 +223,10 @@ def _reasons(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[str]:
             value = f"={taint.value}" if taint.value else ""
             yield f"taint {taint.key}{value}:{taint.effect} is not tolerated"
         yield from _selection(need.spec, pool)
-    yield from _mig(need.mig, pool)
+    # MIG devices DRA serves are allocated as devices (claimfit), not placed by geometry
+    yield from _mig({p: n for p, n in need.mig.items()
+                     if f"nvidia.com/mig-{p.replace('+me', '.me')}" not in pool.dra_served},
+                    pool)
     if need.most_gpus_in_a_container > 1 and pool.labels.get(SHARING) == "mps":
         # MPS refuses a request for more than one of its shares at Allocate time.
         yield (f"GPUs are shared with MPS here: a container may ask for 1 nvidia.com/gpu, "
