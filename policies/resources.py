@@ -89,9 +89,11 @@ def classify(name: str) -> Resource | None:
         return Resource(name, "mig")
     if name.startswith("amd.com/") and "_nps" in name:  # partitioned MI300: amd.com/cpx_nps4
         return Resource(name, "whole")
-    if name.startswith(DEVICE_CLASS_PREFIX) and gpu_kind(name.removeprefix(DEVICE_CLASS_PREFIX)):
-        # DRA serves every DeviceClass under this name too (reference/dra.md §3.5)
-        return Resource(name, "whole")
+    cls = name.removeprefix(DEVICE_CLASS_PREFIX)
+    if cls != name and (kind := gpu_kind(cls)) is not None:
+        # DRA serves every DeviceClass under this name too (reference/dra.md §3.5); with no
+        # DeviceClasses to read, the class's name says what it holds
+        return Resource(name, "other", served_by=cls, served_kinds=frozenset({kind}))
     return None
 
 

@@ -50,9 +50,8 @@ def _resource(dra: DraInventory, name: str) -> Resource | None:
 def served_uses(found: PodDemand, dra: DraInventory | None,
                 path: FieldPath) -> tuple[ClaimUse, ...]:
     """The scheduler's claim for the pod's served names, as a claim use pointing at `path`
-    (the pod's containers): empty when the pod asks for none."""
-    if dra is None:
-        return ()
+    (the pod's containers): empty when the pod asks for none. Without an inventory only
+    deviceclass.resource.kubernetes.io/<class> names are served, known by the class's name."""
     named = {name: amount.resource for c in found.containers
              for name, amount in c.amounts.items() if amount.resource.served_by}
     amounts = {n: int(v) for n, v in found.totals.items()
