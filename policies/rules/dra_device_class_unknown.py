@@ -4,7 +4,8 @@ claim is refused too (whatever the class would have held: GPUs or not). Needs an
 that lists the cluster's DeviceClasses (`kubectl get nodes,resourceslices,deviceclasses`).
 
 FAIL: `exactly: {deviceClassName: gpu.nvidia.co}` (a typo); a pod whose
-  `resourceClaims` names that claim
+  `resourceClaims` names that claim (a warning when it names a template: the class may come
+  with the driver synced beside it)
 PASS: `exactly: {deviceClassName: gpu.nvidia.com}`
 """
 
@@ -39,6 +40,10 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     for use in view.demand.claims:
         if not any(d.unknown_class for d in use.demands):
             continue
+        # A claim exists already and is immutable: the pod waits until someone creates the
+        # class. A template's claim is made with the pod; a driver synced with the workload
+        # (GitOps) may bring the class a moment later: a warning, as for the template itself.
+        level = "error" if use.claim.kind == "ResourceClaim" else "warning"
         for problem in unknown_classes(use.claim, dra.classes):
             yield Finding(ID, f"{use.claim.kind} {use.claim.namespace}/{use.claim.name}: "
-                          f"{problem.message}: the pod waits for it, Pending", use.path)
+                          f"{problem.message}: the pod waits for it, Pending", use.path, level)
