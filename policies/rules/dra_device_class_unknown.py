@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from policies.claimfit import judged
 from policies.context import Context
-from policies.decision import Finding
+from policies.decision import Finding, Level
 from policies.dra.claims import unknown_classes
 from policies.model import GPUPolicy
 from policies.view import ClaimView, PodView
@@ -43,7 +43,7 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
         # A claim exists already and is immutable: the pod waits until someone creates the
         # class. A template's claim is made with the pod; a driver synced with the workload
         # (GitOps) may bring the class a moment later: a warning, as for the template itself.
-        level = "error" if use.claim.kind == "ResourceClaim" else "warning"
+        level: Level = "error" if use.claim.kind == "ResourceClaim" else "warning"
         for problem in unknown_classes(use.claim, dra.classes):
             yield Finding(ID, f"{use.claim.kind} {use.claim.namespace}/{use.claim.name}: "
                           f"{problem.message}: the pod waits for it, Pending", use.path, level)
