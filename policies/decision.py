@@ -80,6 +80,18 @@ class PatchOp(NamedTuple):
         return {"op": self.op, "path": to_pointer(self.path), "value": self.value}
 
 
+class Unresolved(NamedTuple):
+    """A claim a pod names that the inputs do not hold: the GPUs it may give are not judged
+    (a claim is not guessed at). Lint reports it at `path`; admission says it as a note."""
+
+    path: FieldPath  # the pod's spec.resourceClaims entry
+    message: str  # "ResourceClaimTemplate ns/name is not known here (...)"
+
+    @property
+    def note(self) -> str:
+        return f"{to_display(self.path)}: {self.message}"
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     allowed: bool
@@ -93,8 +105,10 @@ class Decision:
     # Why the object was not reviewed at all (a kind not in the workload-kinds table that
     # holds a pod spec); "" when it was, or had nothing to review.
     skipped: str = ""
-    # What the decision could not do and says so: injections a kind has no place for.
+    # What the decision could not do and says so: injections a kind has no place for, and
+    # the claims it could not judge (also in `unresolved`, with their paths).
     notes: tuple[str, ...] = ()
+    unresolved: tuple[Unresolved, ...] = ()
 
     @property
     def denials(self) -> tuple[Violation, ...]:

@@ -80,8 +80,8 @@ _MODULES: tuple[ModuleType, ...] = (
     privileged_gpu_container,
     dra_claim_invalid,
     dra_claim_shared_by_replicas,
-    dra_device_class_unknown,
     dra_device_class_not_allowed,
+    dra_device_class_unknown,
     gpu_no_matching_hardware,
     dra_no_matching_device,
 )

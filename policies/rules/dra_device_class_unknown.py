@@ -1,49 +1,53 @@
 """dra-device-class-unknown: every request of a ResourceClaim names a DeviceClass the cluster
-has; a pod whose claim names a missing class waits for it, Pending, so the pod naming such a
-claim is refused too (whatever the class would have held: GPUs or not). Needs an inventory
-that lists the cluster's DeviceClasses (`kubectl get nodes,resourceslices,deviceclasses`).
+has. The API server admits a ResourceClaim or template whose class is missing, and a pod that
+uses it; the scheduler cannot allocate the claim ("could not retrieve device class") and keeps
+the pod Pending until the class is created, then schedules it. So this is advice, never a
+refusal: a GitOps sync that installs a driver's classes and the workloads together must not
+break. DeviceClasses among the reviewed inputs count as the cluster's. Needs an inventory that
+lists the cluster's DeviceClasses (`kubectl get nodes,resourceslices,deviceclasses`).
 
-FAIL: `exactly: {deviceClassName: gpu.nvidia.co}` (a typo); a pod whose
-  `resourceClaims` names that claim (a warning when it names a template: the class may come
-  with the driver synced beside it)
-PASS: `exactly: {deviceClassName: gpu.nvidia.com}`
+WARN: `exactly: {deviceClassName: gpu.nvidia.co}` (a typo); a pod whose template names it
+PASS: `exactly: {deviceClassName: gpu.nvidia.com}`; a class of that name shipped in the same file
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from policies.claimfit import judged
 from policies.context import Context
-from policies.decision import Finding, Level
-from policies.dra.claims import unknown_classes
+from policies.decision import Finding
+from policies.dra.claims import requests_of
+from policies.dra.objects import Claim, Request
 from policies.model import GPUPolicy
 from policies.view import ClaimView, PodView
 
 ID = "dra-device-class-unknown"
 INTRINSIC = True
-FAMILIES = frozenset({"dra"})  # a pod's: only when it names claims
-
-
-def check_claim(view: ClaimView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
-    dra = judged(context.inventory)
-    if dra is None:
-        return
-    for problem in unknown_classes(view.claim, dra.classes):
-        yield Finding(ID, problem.message, problem.path)
+FAMILIES = frozenset({"dra"})
+WAITS = ("until it is created, the scheduler cannot allocate the claim and pods using it stay "
+         "Pending")
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     dra = judged(context.inventory)
     if dra is None:
         return
-    for use in view.demand.claims:
-        if not any(d.unknown_class for d in use.demands):
-            continue
-        # A claim exists already and is immutable: the pod waits until someone creates the
-        # class. A template's claim is made with the pod; a driver synced with the workload
-        # (GitOps) may bring the class a moment later: a warning, as for the template itself.
-        level: Level = "error" if use.claim.kind == "ResourceClaim" else "warning"
-        for problem in unknown_classes(use.claim, dra.classes):
-            yield Finding(ID, f"{use.claim.kind} {use.claim.namespace}/{use.claim.name}: "
-                          f"{problem.message}: the pod waits for it, Pending", use.path, level)
+    for use in view.demand.claims:  # a pod's claims are in its namespace
+        for request in missing(use.claim, dra.classes):
+            yield Finding(ID, f"{use.claim.kind} {use.claim.name} request {request.name}: "
+                          f"device class {request.class_name} does not exist: {WAITS}",
+                          use.path, level="warning")
+
+
+def check_claim(view: ClaimView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
+    dra = judged(context.inventory)
+    if dra is None:
+        return
+    for request in missing(view.claim, dra.classes):
+        yield Finding(ID, f"request {request.name}: device class {request.class_name} does "
+                      f"not exist: {WAITS}", (*request.path, "deviceClassName"), level="warning")
+
+
+def missing(claim: Claim, classes: Mapping[str, object]) -> Iterator[Request]:
+    return (r for r in requests_of(claim) if r.class_name not in classes)

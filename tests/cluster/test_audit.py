@@ -515,14 +515,16 @@ def test_a_cluster_without_the_dra_api_has_no_claims_and_no_error(api_server, ku
     ("template", "expect"),
     [
         (_claim("big", 16, template=True),
-         ["pool NVIDIA-H100-80GB-HBM3: 8 devices match class gpu.nvidia.com, the claim asks "
-          "for 16", "pool NVIDIA-L4: 2 devices match class gpu.nvidia.com, the claim asks for 16"]),
+         # the scheduler's words (DynamicResources), then why
+         ["pool NVIDIA-H100-80GB-HBM3: cannot allocate all claims (8 devices match class "
+          "gpu.nvidia.com, the claim asks for 16)", "pool NVIDIA-L4: cannot allocate all claims "
+          "(2 devices match class gpu.nvidia.com, the claim asks for 16)"]),
         (_claim("big", 1, "mig.nvidia.com", template=True),
-         ["pool NVIDIA-H100-80GB-HBM3: 0 devices match class mig.nvidia.com, the claim asks "
-          "for 1"]),
+         ["pool NVIDIA-H100-80GB-HBM3: cannot allocate all claims (0 devices match class "
+          "mig.nvidia.com, the claim asks for 1)"]),
         (_claim("big", 4, template=True),
-         ["pool NVIDIA-L4: 2 devices match class gpu.nvidia.com, the claim asks for 4",
-          "fits pool NVIDIA-H100-80GB-HBM3 once capacity is free"]),
+         ["pool NVIDIA-L4: cannot allocate all claims (2 devices match class gpu.nvidia.com, "
+          "the claim asks for 4)", "fits pool NVIDIA-H100-80GB-HBM3 once capacity is free"]),
     ],
     ids=["no-pool-has-16", "no-mig-devices", "capacity"],
 )

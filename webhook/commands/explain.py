@@ -93,7 +93,7 @@ def _load(args: argparse.Namespace, warn: Any) -> tuple[list[dict[str, Any]], Co
         if stream.problems:
             p = stream.problems[0]
             raise sources.SourceError(f"{args.target}:{p.line}:{p.column}: {p.message}")
-        found = sources.ClusterObjects()
+        found = sources.ClusterObjects(namespace=args.namespace or "default")
         every = []
         for obj in sources.stream_objects(stream):
             found.add(obj)
@@ -198,7 +198,7 @@ def answer(obj: dict[str, Any], context: Context, namespace: str | None,
             "path": to_display(path) or "(pod)",
             "fits": any(v.fits for v in verdicts),
             "pools": [{"pool": v.pool, "nodes": v.nodes, "model": v.model, "fits": v.fits,
-                       "reasons": list(v.reasons),
+                       "reasons": list(v.reasons), "scheduler": v.scheduler,
                        **({"allocation": v.allocation} if v.allocation else {})}
                       for v in verdicts],
         })
@@ -265,6 +265,9 @@ def render(answers: list[dict[str, Any]], *, pools_known: bool) -> str:
                 head = f"    pool {p['pool']} ({size}{p['model'] or 'no GPU'}): "
                 if p["fits"]:
                     lines.append(head + "fits")
+                elif p["scheduler"]:  # the scheduler's words, then every reason in full
+                    lines.append(head + p["scheduler"])
+                    lines.extend(f"{' ' * 6}- {r}" for r in p["reasons"])
                 else:
                     lines.append(head + p["reasons"][0])
                     lines.extend(f"{' ' * 6}- {r}" for r in p["reasons"][1:])

@@ -30,7 +30,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         raw = sys.stdin.buffer.read() if args.file == "-" else sources.read_bytes(args.file)
         stream = yamlpos.read_stream(raw)
         documents = list(sources.stream_objects(stream))
-        context, _ = sources.build_context(args, sources.context_objects(documents))
+        context, _ = sources.build_context(
+            args, sources.context_objects(documents, args.namespace))
     except (sources.SourceError, PolicyLoadError) as exc:
         stderr.write(f"gpupolicy review: {exc}\n")
         return 2
