@@ -42,7 +42,7 @@ BUILT_IN = [
     ("batch/v1", "CronJob"),
 ]
 CLUSTER_SCOPED = {"Namespace", "Node", "GPUPolicy", "CustomResourceDefinition", "PersistentVolume",
-                  "ResourceSlice", "DeviceClass"}
+                  "ResourceSlice", "DeviceClass", "DeviceTaintRule"}
 
 
 def plural_of(kind: str) -> str:
