@@ -107,6 +107,12 @@ def judge(obj: Mapping[str, Any], now: Context, target: Context,
     if not refit.fits:
         return move("breaks", [*lost, "asked through a ResourceClaim it still fits no pool: "
                                + "; ".join(refit.why(fit0.pool))], rewrite=rewrite)
+    refused = [v for v in review(claimed, with_claims, namespace=ns).denials
+               if (v.rule, v.path) not in old and v.rule not in FIT_RULES]
+    if refused:  # the claim it needs is one a policy refuses (rules.dra.allowedDeviceClasses)
+        return move("newly-refused", [*lost, *(f"asked through a ResourceClaim: {v.describe()}"
+                                               for v in refused)], pool=refit.pool,
+                    rewrite=rewrite)
     asked = sorted({r["exactly"]["deviceClassName"] for t in rewrite.templates
                     for r in t["spec"]["spec"]["devices"]["requests"]})
     return move("needs-claim", [
