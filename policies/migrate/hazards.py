@@ -5,9 +5,10 @@ target no longer has."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import Any
 
 from policies.catalog import Catalog
 from policies.cluster import ClusterView
@@ -15,9 +16,14 @@ from policies.context import Context
 from policies.engine import review_cluster
 from policies.inventory import Inventory
 from policies.model import GPUPolicy
-from policies.resources import mig_profile
+from policies.resources import demand, mig_profile
+from policies.workloads import KindTable, carriers
 
 POLICY_STALE = "policy-stops-matching"
+ADMIN_ACCESS = "admin-access-namespace-needed"
+ADMIN_LABEL = "resource.kubernetes.io/admin-access"
+VISIBLE = "NVIDIA_VISIBLE_DEVICES"
+NO_DEVICES = frozenset({"none", "void", ""})
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,35 @@ def hazards(now: Context, target: Context) -> list[Hazard]:
         found += policy_hazards(target.policies, now.inventory, target.inventory,
                                 target.catalog)
     return sorted(found, key=lambda h: (h.severity != "error", h.rule, h.message))
+
+
+def reaches_all_gpus(obj: Mapping[str, Any], table: KindTable) -> bool:
+    """A workload with a container that asks for no GPU yet sets NVIDIA_VISIBLE_DEVICES to
+    devices: a monitoring agent (DCGM exporter and the like) reaching GPUs past the device
+    plugin. Under DRA that is a claim with `adminAccess: true`."""
+    for carrier in carriers(obj, table):
+        for container in demand(carrier.spec, carrier.path, slots=carrier.kind.containers
+                                ).containers:
+            env = container.spec.get("env")
+            if container.gpu or not isinstance(env, list):
+                continue
+            if any(isinstance(v, dict) and v.get("name") == VISIBLE
+                   and isinstance(v.get("value"), str)
+                   and v["value"].strip().lower() not in NO_DEVICES for v in env):
+                return True
+    return False
+
+
+def admin_access_hazards(context: Context, namespaces: Mapping[str, int]) -> list[Hazard]:
+    """Namespaces with workloads that reach every GPU (`namespaces`: how many each) and lack
+    the label the API server asks of an adminAccess claim's namespace."""
+    return [Hazard(ADMIN_ACCESS, "warning",
+                   f"namespace {ns}: {n} workload{'s' * (n != 1)} reach GPUs through "
+                   f"{VISIBLE} without asking for one; under DRA that needs a ResourceClaim "
+                   "with adminAccess: true, allowed only in a namespace labelled "
+                   f"{ADMIN_LABEL}=true")
+            for ns, n in sorted(namespaces.items())
+            if context.namespace_labels(ns).get(ADMIN_LABEL) != "true"]
 
 
 def policy_hazards(policies: Sequence[GPUPolicy], now: Inventory, target: Inventory,

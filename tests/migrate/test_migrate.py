@@ -273,3 +273,45 @@ def test_live_cluster(api_server: Any, kubeconfig: str) -> None:
     assert code == 1, err
     outcomes = {w["name"]: w["outcome"] for w in json.loads(out)["workloads"]}
     assert outcomes == {"infer": "needs-claim", "shared": "breaks"}
+
+
+MONITOR = """\
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: dcgm-exporter, namespace: NS}
+spec:
+  selector: {matchLabels: {app: dcgm}}
+  template:
+    metadata: {labels: {app: dcgm}}
+    spec:
+      containers:
+      - name: exporter
+        image: nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3
+        env: [{name: NVIDIA_VISIBLE_DEVICES, value: all}]
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: admin-ok, labels: {resource.kubernetes.io/admin-access: "true"}}
+"""
+
+
+@pytest.mark.parametrize(("namespace", "hazard"), [("monitoring", True), ("admin-ok", False)])
+def test_gpu_monitoring_needs_the_admin_access_label(tmp_path: Path, namespace: str,
+                                                     hazard: bool) -> None:
+    src = tmp_path / "monitor.yaml"
+    src.write_text(MONITOR.replace("NS", namespace))
+    _, out, err = gpupolicy("migrate", str(src), "--inventory", str(FIXTURES / "fleet.yaml"),
+                            "--to-dra", "-o", "json")
+    found = [h for h in json.loads(out)["hazards"] if h["rule"] == "admin-access-namespace-needed"]
+    assert bool(found) is hazard, err
+    if hazard:
+        assert "namespace monitoring: 1 workload" in found[0]["message"]
+
+
+def test_cluster_hazards_in_a_live_audit(api_server: Any, kubeconfig: str) -> None:
+    api_server.add_all(hazard_inventory("double"))
+    _, out, err = gpupolicy("audit", "--kubeconfig", kubeconfig, "-o", "json")
+    report = json.loads(out)
+    assert [h["rule"] for h in report["cluster"]["hazards"]] == ["gpu-double-advertised"], err
+    [finding] = [f for f in report["findings"] if f["rule"] == "gpu-double-advertised"]
+    assert finding["severity"] == "error" and "h100-1" in finding["message"]

@@ -20,10 +20,11 @@ from typing import Any, TextIO
 
 from policies import yamlpos
 from policies.context import Context
+from policies.engine import namespace_of
 from policies.loading import PolicyLoadError
 from policies.migrate.compare import OUTCOMES, Move, judge, with_templates
 from policies.migrate.derive import to_dra
-from policies.migrate.hazards import Hazard, hazards
+from policies.migrate.hazards import Hazard, admin_access_hazards, hazards, reaches_all_gpus
 from policies.migrate.rewrite import apply
 from policies.migrate.selector import SelectorError, parse_label_selector
 from policies.paths import FieldPath
@@ -86,7 +87,9 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         return 2
     moves = [(item, m) for item in items
              if (m := judge(item.obj, now, target, args.namespace)) is not None]
-    found = hazards(now, target)
+    reaching = Counter(namespace_of(item.obj, args.namespace) for item in items
+                       if reaches_all_gpus(item.obj, now.workload_kinds))
+    found = hazards(now, target) + admin_access_hazards(now, reaching)
     if args.write:
         try:
             still = _write(Path(args.write), moves, target, args.namespace)
