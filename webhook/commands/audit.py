@@ -191,6 +191,9 @@ def audit(source: Source, context: Context, progress: Progress, *,
     for kind, batch in source.workloads(progress, collector.unavailable):
         for obj, locate in batch:
             if count > 1 and shard_of(namespace_of(obj, None), count) != index:
+                if index == 0 and kind == "Pod":  # the cluster report counts shared GPUs
+                    checks.view.add_pod(obj, namespace_of(obj, None),
+                                        str(sources.metadata_of(obj).get("name") or "?"))
                 continue
             audit_one(obj, kind, context, collector, checks, locate)
         progress.advance(kind, len(batch))
