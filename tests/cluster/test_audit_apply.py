@@ -14,7 +14,7 @@ import pytest
 
 from tests.cluster.conftest import gpupolicy, namespace
 from tests.cluster.fakeapi import FakeAPIServer
-from tests.cluster.test_audit import NODES, REPORT_SCHEMAS, _pod
+from tests.cluster.test_audit import NODES, REPORT_SCHEMAS, SHARED, _pod, _share
 from webhook.cli import run as cli
 from webhook.cluster.reports import shard_of
 from webhook.inputs import sources
@@ -241,6 +241,24 @@ def test_shards_partition_the_namespaces_exactly(api_server, kubeconfig):
     assert (gone, "gpupolicy-0") in _reports(api_server)
     assert _apply(kubeconfig, "--shard", "1/3")["reportsDeleted"] == 1
     assert (gone, "gpupolicy-0") not in _reports(api_server)
+
+
+def test_shard_0_counts_every_shards_pods_on_a_shared_gpu(api_server, kubeconfig):
+    names = [f"team-{n}" for n in range(16)]
+    first = [t for t in names if shard_of(t, 2) == 0]
+    second = [t for t in names if shard_of(t, 2) == 1]
+    teams = [first[0], second[0], second[1]]  # one pod each, on one GPU: 3 > 2
+    api_server.add_all([*(namespace(t) for t in teams), *sources.read_objects(NODES),
+                        gpupolicy("shared", **SHARED)])
+    api_server.add_all({**_share(f"p{n}", "0"), "metadata": {
+        **_share(f"p{n}", "0")["metadata"], "namespace": teams[n]}} for n in range(3))
+    over = []
+    for index in range(2):
+        code, out, err = _cli("audit", "--kubeconfig", kubeconfig, "-o", "json",
+                              "--shard", f"{index}/2")
+        assert code in (0, 1), err
+        over.append(json.loads(out)["cluster"]["sharedGPUsOverLimit"])
+    assert [(o["node"], o["device"], o["pods"]) for o in over[0]] == [("a10-share-1", "gpu0", 3)]
 
 
 @pytest.mark.parametrize("value", ["3/3", "1", "a/b", "-1/2", "0/0"])
