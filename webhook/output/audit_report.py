@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import tempfile
 import time
 from array import array
@@ -76,9 +77,10 @@ def action(severity: str, mode: str) -> str:
 @dataclass
 class Collector:
     policies: dict[str, GPUPolicy]
-    # closed with the process; the formats read it back at the end
-    spool: Any = field(default_factory=lambda: tempfile.TemporaryFile(  # noqa: SIM115
-        "w+", encoding="utf-8"))
+    # closed with the process; the formats read it back at the end. Binary, with the offsets
+    # counted here: a text file's tell() costs more than the write itself.
+    spool: Any = field(default_factory=lambda: tempfile.TemporaryFile("w+b"))  # noqa: SIM115
+    spooled: int = 0  # bytes written to the spool
     audited: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
     unavailable: dict[str, str] = field(default_factory=dict)
@@ -90,7 +92,8 @@ class Collector:
     refused_objects: int = 0
     mutated_objects: int = 0
     examples: list[dict[str, Any]] = field(default_factory=list)
-    offsets: dict[str, array[int]] = field(default_factory=dict)
+    offsets: dict[str, array[int]] = field(default_factory=dict)  # where each record starts
+    lengths: dict[str, array[int]] = field(default_factory=dict)  # and its bytes
     namespaces: set[str] = field(default_factory=set)
     # namespaces the audit covered with nothing in them: their reports are written (empty) too
     covered: set[str] = field(default_factory=set)
@@ -164,8 +167,11 @@ class Collector:
             if ref.locate is not None:  # read from a file: where, as lint says it
                 record["file"], record["line"], record["column"] = ref.locate(at)
         namespace = ref.namespace if ref is not None else ""
-        self.offsets.setdefault(namespace, array("q")).append(self.spool.tell())
-        self.spool.write(json.dumps(record, separators=(",", ":")) + "\n")
+        line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+        self.offsets.setdefault(namespace, array("q")).append(self.spooled)
+        self.lengths.setdefault(namespace, array("l")).append(len(line))
+        self.spool.write(line)
+        self.spooled += len(line)
         self.severities[record["severity"]] += 1
         self.rules.add(record["rule"])
         rank = {"error": 0, "warning": 1, "info": 2}
@@ -179,10 +185,12 @@ class Collector:
             self.spool.seek(0)
             for line in self.spool:
                 yield json.loads(line)
+            self.spool.seek(0, os.SEEK_END)  # where the next write goes
             return
-        for offset in self.offsets.get(namespace, ()):
-            self.spool.seek(offset)
-            yield json.loads(self.spool.readline())
+        fd = self.spool.fileno()  # one read per record, at its offset: no buffer refilled
+        for offset, length in zip(self.offsets.get(namespace, ()),
+                                  self.lengths.get(namespace, ()), strict=True):
+            yield json.loads(os.pread(fd, length, offset))
 
     def summary(self) -> dict[str, Any]:
         pods = self.audited.get("Pod", 0)
