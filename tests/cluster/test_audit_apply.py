@@ -173,7 +173,10 @@ def test_a_failed_audit_writes_and_deletes_nothing(api_server, kubeconfig, fault
         api_server.fault_page("/apis/gpupolicy.io/v1alpha1/gpupolicies", 1, 503, times=100)
     start = len(api_server.requests)
     code, out, err = _cli("audit", "--kubeconfig", kubeconfig, "--apply", "--page-size", "2")
-    assert code == 2 and out == ""
+    assert code == 2
+    line = json.loads(out)  # the run's one line in the log says it failed, and why
+    assert line["audit"] == "failed" and line["reportsWritten"] == line["reportsDeleted"] == 0
+    assert "HTTP" in line["errors"][0]
     assert "HTTP" in err and "Traceback" not in err
     assert not [r for r in api_server.requests[start:] if r.startswith(("PATCH", "DELETE"))]
     assert _reports(api_server) == before
@@ -184,8 +187,23 @@ def test_a_refused_write_fails_the_run(api_server, kubeconfig):
     _cluster(api_server, {"team-a": 1})
     api_server.fail_writes(403, "PATCH")
     code, out, err = _cli("audit", "--kubeconfig", kubeconfig, "--apply")
-    assert code == 2 and out == ""
+    assert code == 2 and json.loads(out)["audit"] == "failed"
     assert "cannot apply ClusterPolicyReport gpupolicy-0: HTTP 403" in err
+
+
+def test_a_write_failing_part_way_says_what_was_written_and_deletes_nothing(api_server,
+                                                                            kubeconfig):
+    _install(api_server, "policyreport")
+    _cluster(api_server, {"team-a": 1, "team-b": 1, "team-c": 1})
+    _apply(kubeconfig)
+    api_server.delete(_pod("p000", "team-c"))
+    api_server.delete(namespace("team-c"))  # its report is due for deletion
+    api_server.fail_writes(403, "PATCH", "/apis/wgpolicyk8s.io/v1alpha2/namespaces/team-b/")
+    code, out, err = _cli("audit", "--kubeconfig", kubeconfig, "--apply")
+    assert code == 2 and "cannot apply PolicyReport team-b/gpupolicy-0: HTTP 403" in err
+    line = json.loads(out)
+    assert (line["audit"], line["reportsWritten"], line["reportsDeleted"]) == ("failed", 2, 0)
+    assert ("team-c", "gpupolicy-0") in _reports(api_server)  # deletions come last
 
 
 @pytest.mark.parametrize(
@@ -213,7 +231,7 @@ def test_a_report_api_not_installed_is_a_clear_error(api_server, kubeconfig, ins
     _install(api_server, *installed)
     _cluster(api_server, {"team-a": 1})
     code, out, err = _cli("audit", "--kubeconfig", kubeconfig, "--apply", "--report-api", asked)
-    assert code == 2 and out == ""
+    assert code == 2 and json.loads(out)["reportsWritten"] == 0
     assert "CRDs" in err
 
 

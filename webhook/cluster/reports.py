@@ -106,6 +106,7 @@ class ReportWriter:
         self.retry = retry
         self.shard = shard
         self.page_size = page_size
+        self.done = Applied()  # so far: what a failure part-way had already done
 
     def owns(self, namespace: str) -> bool:
         return shard_of(namespace, self.shard[1]) == self.shard[0]
@@ -113,7 +114,7 @@ class ReportWriter:
     def apply(self, collector: Collector, fmts: list[str]) -> Applied:
         """First the owned reports of every API are listed (a failure there writes nothing),
         then the new ones applied, then the owned ones not written deleted."""
-        done = Applied()
+        done = self.done
         existing = {fmt: self._owned(fmt) for fmt in fmts}
         for fmt in fmts:
             written: set[tuple[str, str]] = set()

@@ -94,6 +94,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if args.apply and args.paths:
         warn("--apply writes the reports into the live cluster: it audits no PATH")
         return 2
+    started = time.monotonic()
     try:
         source: Source = (FileSource(args.paths) if args.paths
                           else LiveSource.connect(args.kubeconfig, args.context, args.page_size,
@@ -106,8 +107,14 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                           shard=args.shard, covered=set(found.namespaces))
     except (ClusterError, sources.SourceError, PolicyLoadError) as exc:
         warn(str(exc))
+        if args.apply:
+            failed_line(args, stdout, [str(exc)], started)
         return 2
     if source.failures:
+        if args.apply:
+            failed_line(args, stdout, [f"could not read {what}: {why}"
+                                       for what, why in sorted(source.failures.items())],
+                        started)
         return incomplete(args, source, collector, stdout, warn)
     if args.apply:
         assert isinstance(source, LiveSource)
@@ -151,12 +158,14 @@ def apply(args: argparse.Namespace, source: LiveSource, collector: Collector, st
           warn: Callable[[str], None]) -> int:
     """Write the reports (--apply) and print one JSON line: what was audited and written.
     Exit 0 once they are written, findings or not (the findings are in the reports)."""
+    writer = reports.ReportWriter(source.api, source.retry, shard=args.shard,
+                                  page_size=args.page_size)
     try:
         apis = reports.report_apis(source.api, args.report_api, source.retry)
-        done = reports.ReportWriter(source.api, source.retry, shard=args.shard,
-                                    page_size=args.page_size).apply(collector, apis)
+        done = writer.apply(collector, apis)
     except ClusterError as exc:
         warn(str(exc))
+        failed_line(args, stdout, [str(exc)], collector.started, writer.done)
         return 2
     summary = collector.summary()
     line = {"audit": "applied", "shard": "/".join(map(str, args.shard)),
@@ -167,6 +176,17 @@ def apply(args: argparse.Namespace, source: LiveSource, collector: Collector, st
             "seconds": round(time.monotonic() - collector.started, 3)}
     stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
     return 0
+
+
+def failed_line(args: argparse.Namespace, stdout: TextIO, errors: list[str],
+                started: float, done: reports.Applied | None = None) -> None:
+    """--apply's one JSON line for a failed run: what failed, and what had been written and
+    deleted before (nothing, unless a write itself failed)."""
+    done = done or reports.Applied()
+    line = {"audit": "failed", "shard": "/".join(map(str, args.shard)), "errors": errors,
+            "reportsWritten": done.written, "reportsDeleted": done.deleted,
+            "seconds": round(time.monotonic() - started, 3)}
+    stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
 
 
 def build_context(args: argparse.Namespace, found: sources.ClusterObjects,
