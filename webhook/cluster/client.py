@@ -158,7 +158,7 @@ def call_with_retry(call: Callable[[float | tuple[float, float] | None], Any], r
                 raise DeadlineExceeded(f"the deadline passed ({describe(exc)})") from None
             if attempt >= retry.attempts or not retriable(exc):
                 raise
-            pause = random.uniform(delay / 2, delay)
+            pause = max(random.uniform(delay / 2, delay), _retry_after(exc, retry.backoff_max))
             if left is not None and pause >= left:
                 raise DeadlineExceeded(f"the deadline passed ({describe(exc)})") from None
             log.info("retrying after %s (attempt %d of %d)", describe(exc), attempt + 1,
@@ -166,6 +166,15 @@ def call_with_retry(call: Callable[[float | tuple[float, float] | None], Any], r
             time.sleep(pause)
             delay = min(delay * 2, retry.backoff_max)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _retry_after(exc: BaseException, most: float) -> float:
+    """The seconds a 429/503's Retry-After asks for (at most `most`), else 0."""
+    headers = getattr(exc, "headers", None)
+    try:
+        return min(float(headers.get("Retry-After") or 0), most) if headers else 0.0
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def describe(exc: BaseException) -> str:
