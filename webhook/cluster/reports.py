@@ -188,9 +188,12 @@ class ReportWriter:
             resp = call_with_retry(call, self.retry, (10, 60))
         except (ApiException, HTTPError, DeadlineExceeded) as exc:
             raise ClusterError(f"cannot {what}: {describe(exc)}{_message(exc)}") from None
-        release = getattr(resp, "release_conn", None)
-        if release is not None:
-            release()
+        # the answer is not needed, but it must be read off the connection before the pool
+        # hands the connection to the next request
+        for step in ("drain_conn", "release_conn"):
+            method = getattr(resp, step, None)
+            if method is not None:
+                method()
 
 
 def _bound(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[..., Any]:
