@@ -153,7 +153,7 @@ def measure(pods: int, deployments: int, node_count: int) -> dict[str, float]:
             started = time.perf_counter()
             proc = subprocess.run(
                 [sys.executable, "-c", LAUNCH, "audit", "--kubeconfig", config,
-                 "--format", "json", "--output", report, "--progress", "never"],
+                 "--format", "json", "--output-file", report, "--progress", "never"],
                 cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                 check=False,
             )

@@ -7,8 +7,13 @@ checkov and yamllint are not project dependencies: they live in their own virtua
 $GPUPOLICY_BENCH_VENV (default /tmp/gpupolicy-bench/venv), created with pip on first use.
 Without network or on failure their rows are skipped, and the reason is printed.
 
+Two floors are measured in the same run, the least any linter in Python can take: the corpus
+loaded with libyaml's CSafeLoader and nothing else, and an interpreter importing
+yaml, pydantic and jsonpatch (what start-up alone costs).
+
 Targets (issue 4): corpus <= 1.0 s, >= 10x faster than checkov, peak RSS <= 200 MB,
-one small file <= 300 ms. main() returns 1 when a target is missed.
+one small file <= 300 ms; (issue 19) corpus <= 1.5x its floor, one small file <= 1.5x its
+floor. main() returns 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -26,6 +31,14 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "corpus"
 SMALL = ROOT / "tests" / "lint" / "fixtures" / "manifests" / "training.yaml"
 VENV = Path(os.environ.get("GPUPOLICY_BENCH_VENV", "/tmp/gpupolicy-bench/venv"))
+FLOOR_RATIO = 1.5
+# The corpus read by libyaml alone: every document of every file built into Python objects.
+LOAD_FLOOR = [sys.executable, "-c",
+              "import sys, yaml\n"
+              "for name in sys.argv[1:]:\n"
+              "    with open(name, 'rb') as f:\n"
+              "        list(yaml.load_all(f, Loader=yaml.CSafeLoader))"]
+IMPORT_FLOOR = [sys.executable, "-c", "import yaml, pydantic, jsonpatch"]
 LINT = [sys.executable, "-c",
         "import sys; from webhook.cli import main; sys.argv[0] = 'gpupolicy'; main()", "lint"]
 
@@ -116,6 +129,9 @@ def main() -> int:
     file_args = [str(f) for f in files]
     rows = [measure("gpupolicy lint (corpus)", [*LINT, *file_args], 5, env)]
     small = measure("gpupolicy lint (one small file)", [*LINT, str(SMALL)], 10, env)
+    # floors interleaved with the runs they bound: the same minute on a noisy machine
+    load_floor = measure("floor: CSafeLoader load (corpus)", [*LOAD_FLOOR, *file_args], 5, env)
+    import_floor = measure("floor: import yaml, pydantic, jsonpatch", IMPORT_FLOOR, 10, env)
     venv, why = tools_venv()
     if venv is not None:
         tool_env = {**os.environ, "CHECKOV_RUN_SCA_PACKAGE_SCAN_V2": "false",
@@ -129,8 +145,8 @@ def main() -> int:
     print(f"corpus: {len(files)} YAML files, {docs} Kubernetes objects "
           f"({sum(f.stat().st_size for f in files) / 1e6:.1f} MB); 2 cores")
     print(f"{'tool':<36} {'wall s':>8} {'objects/s':>10} {'peak RSS MB':>12} {'runs':>5}")
-    for row in [*rows, small]:
-        rate = f"{docs / row.seconds:,.0f}" if row is not small else "-"
+    for row in [*rows, small, load_floor, import_floor]:
+        rate = f"{docs / row.seconds:,.0f}" if row in (rows[0], load_floor) else "-"
         print(f"{row.name:<36} {row.seconds:>8.3f} {rate:>10} {row.rss_mb:>12.0f} {row.runs:>5}")
     if why:
         print(why)
@@ -139,6 +155,12 @@ def main() -> int:
         ("corpus <= 1.0 s", lint_row.seconds <= 1.0, f"{lint_row.seconds:.3f} s"),
         ("peak RSS <= 200 MB", lint_row.rss_mb <= 200, f"{lint_row.rss_mb:.0f} MB"),
         ("one small file <= 300 ms", small.seconds <= 0.3, f"{small.seconds * 1000:.0f} ms"),
+        (f"corpus <= {FLOOR_RATIO}x the CSafeLoader floor",
+         lint_row.seconds <= FLOOR_RATIO * load_floor.seconds,
+         f"{lint_row.seconds / load_floor.seconds:.2f}x ({load_floor.seconds:.3f} s)"),
+        (f"one small file <= {FLOOR_RATIO}x the import floor",
+         small.seconds <= FLOOR_RATIO * import_floor.seconds,
+         f"{small.seconds / import_floor.seconds:.2f}x ({import_floor.seconds:.3f} s)"),
     ]
     checkov = next((r for r in rows if r.name.startswith("checkov")), None)
     if checkov is not None:

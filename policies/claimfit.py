@@ -14,7 +14,7 @@ from policies.dra.extended import extended_claim
 from policies.dra.objects import Claim
 from policies.dra.pools import DraInventory, NodeGroup
 from policies.dra.search import Budget
-from policies.hardware import PoolVerdict, pool_verdicts
+from policies.hardware import DYNAMIC_RESOURCES, PoolVerdict, pool_verdicts
 from policies.inventory import Inventory, Pool
 from policies.view import PodView
 
@@ -67,7 +67,10 @@ def _pod_verdicts(view: PodView, inventory: Inventory, dra: DraInventory,
             reasons = ()
         else:
             reasons = min((g.reasons for g in found), key=len)
-        out.append(replace(verdict, reasons=verdict.reasons + reasons, relevant=bool(found)))
+        # the scheduler runs DynamicResources after the pool's other filters
+        words = verdict.scheduler or (DYNAMIC_RESOURCES if reasons else "")
+        out.append(replace(verdict, reasons=verdict.reasons + reasons, relevant=bool(found),
+                           scheduler=words))
     return out
 
 

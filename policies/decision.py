@@ -31,15 +31,24 @@ class Violation:
     policy: str
     mode: Mode
     level: Level = "error"
+    # A fact (an INTRINSIC rule: what the API server or kubelet refuses whatever the policy
+    # says) is an error in every report, even under a Warn or Audit policy.
+    fact: bool = False
 
     @property
     def severity(self) -> Severity:
-        """Enforce + error denies; everything else is reported as a warning."""
-        return "error" if self.mode == "Enforce" and self.level == "error" else "warning"
+        """The one place a report's severity is decided: an error breach of an Enforce policy,
+        or a fact under any mode, is an error; everything else is a warning."""
+        if self.level == "error" and (self.mode == "Enforce" or self.fact):
+            return "error"
+        return "warning"
 
     @property
     def denies(self) -> bool:
-        return self.severity == "error"
+        """Whether the webhook refuses: Enforce only. Under Warn and Audit a fact is admitted
+        with the policy's say (the API server refuses it anyway), while reports call it an
+        error."""
+        return self.mode == "Enforce" and self.level == "error"
 
     @property
     def field(self) -> str:
@@ -80,6 +89,18 @@ class PatchOp(NamedTuple):
         return {"op": self.op, "path": to_pointer(self.path), "value": self.value}
 
 
+class Unresolved(NamedTuple):
+    """A claim a pod names that the inputs do not hold: the GPUs it may give are not judged
+    (a claim is not guessed at). Lint reports it at `path`; admission says it as a note."""
+
+    path: FieldPath  # the pod's spec.resourceClaims entry
+    message: str  # "ResourceClaimTemplate ns/name is not known here (...)"
+
+    @property
+    def note(self) -> str:
+        return f"{to_display(self.path)}: {self.message}"
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     allowed: bool
@@ -93,8 +114,10 @@ class Decision:
     # Why the object was not reviewed at all (a kind not in the workload-kinds table that
     # holds a pod spec); "" when it was, or had nothing to review.
     skipped: str = ""
-    # What the decision could not do and says so: injections a kind has no place for.
+    # What the decision could not do and says so: injections a kind has no place for, and
+    # the claims it could not judge (also in `unresolved`, with their paths).
     notes: tuple[str, ...] = ()
+    unresolved: tuple[Unresolved, ...] = ()
 
     @property
     def denials(self) -> tuple[Violation, ...]:

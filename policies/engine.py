@@ -15,7 +15,7 @@ from typing import Any
 from policies.claimfit import allocation_text, claim_verdicts, judged, pod_verdicts
 from policies.cluster import ClusterFinding, ClusterView
 from policies.context import Context
-from policies.decision import Decision, Finding, Violation
+from policies.decision import Decision, Finding, Unresolved, Violation
 from policies.dra.claims import gpu_demand
 from policies.dra.demand import claim_uses, unknown_claims
 from policies.dra.parse_claims import parse_claim
@@ -27,6 +27,7 @@ from policies.paths import FieldPath, to_display
 from policies.resources import PodDemand, demand, with_metadata
 from policies.rules import (
     CLUSTER_RULES,
+    FACTS,
     INTRINSIC_CLAIM_RULES,
     POLICY_CLAIM_RULES,
     for_families,
@@ -78,8 +79,10 @@ def review(
         found += _check(view, policies, context)
     violations = tuple(_violation(policy, f) for policy, f in found)
     creating = operation == "CREATE"
+    unresolved = tuple(_unknown_claims(views, context))
     return Decision(
-        notes=(*_not_injected(views, policies), *_unknown_claims(views, context)),
+        notes=(*_not_injected(views, specs, policies), *(u.note for u in unresolved)),
+        unresolved=unresolved,
         allowed=not any(v.denies for v in violations),
         patch=tuple(patch.json_patch) if creating else (),
         mutated=patch.doc if creating else obj,
@@ -109,7 +112,9 @@ def explain(
                         allocation=allocation_text(v, claim))
             for v in claim_verdicts(claim, dra)])]
     specs = list(carriers(obj, context.workload_kinds))
-    policies = context.governing(ns)
+    # A Pod that exists (it has a status: the audit's, one read from the cluster) is judged as
+    # it is: the webhook's injection is what a new pod gets, not what this one has.
+    policies = () if _exists(obj) else context.governing(ns)
     _, _, views = _mutate(obj, specs, policies, ns, context)
     allowed = context.allowed_models(ns)
     pools = inventory.pools if inventory is not None else catalog_pools(context.catalog)
@@ -127,8 +132,9 @@ def explain(
 
 def is_claim(obj: Mapping[str, Any]) -> bool:
     """A ResourceClaim or ResourceClaimTemplate (DRA), reviewed as an object of its own."""
-    api = obj.get("apiVersion")
-    return obj.get("kind") in CLAIM_KINDS and isinstance(api, str) \
+    kind, api = obj.get("kind"), obj.get("apiVersion")
+    # any JSON value may stand in a field: a list or a map is not a kind (nor hashable)
+    return isinstance(kind, str) and kind in CLAIM_KINDS and isinstance(api, str) \
         and api.startswith("resource.k8s.io/")
 
 
@@ -172,7 +178,7 @@ def namespace_of(obj: Mapping[str, Any], namespace: str | None) -> str:
 
 def _violation(policy: GPUPolicy, finding: Finding) -> Violation:
     return Violation(finding.rule, finding.message, finding.path, policy.name,
-                     policy.spec.mode, finding.level)
+                     policy.spec.mode, finding.level, finding.rule in FACTS)
 
 
 def _mutate(
@@ -194,7 +200,8 @@ def _mutate(
             if uses:
                 found_demand = replace(found_demand, claims=uses)
         before.append(found_demand)
-        found += inject(patch, prefix, before[-1], policies, carrier.kind.pod_fields)
+        found += inject(patch, prefix, before[-1], policies, carrier.kind.pod_fields,
+                        carrier.kind.fields_at)
     return patch, found, list(_views(patch, specs, before, obj, namespace))
 
 
@@ -211,9 +218,18 @@ def _views(
             # Copy on write: a container no op went into is the same object as before, and
             # its amounts carry over.
             found = demand(spec, prefix, found, carrier.kind.containers)
+        # pod-level fields kept apart (a TrainJob's runtime patch) are not all the pod's: its
+        # runtime has the rest, so its scheduling is not judged as if they were
+        fields = frozenset() if carrier.kind.fields_at else carrier.kind.pod_fields
         yield PodView(kind, spec, prefix, found, kind == "Pod", namespace,
-                      products=targeted_products(spec), pod_fields=carrier.kind.pod_fields,
-                      started=started)
+                      products=targeted_products(spec), pod_fields=fields, started=started)
+
+
+def _exists(obj: Mapping[str, Any]) -> bool:
+    """A Pod the API server holds: its status has a phase."""
+    status = obj.get("status")
+    return obj.get("kind") == "Pod" and isinstance(status, dict) \
+        and isinstance(status.get("phase"), str) and bool(status["phase"])
 
 
 def _started(pod: Mapping[str, Any]) -> bool:
@@ -235,19 +251,21 @@ def _get(obj: Any, path: FieldPath) -> Any:
     return obj
 
 
-def _not_injected(views: Sequence[PodView], policies: Sequence[GPUPolicy]) -> Iterator[str]:
+def _not_injected(views: Sequence[PodView], specs: Sequence[Carrier],
+                  policies: Sequence[GPUPolicy]) -> Iterator[str]:
     """Say where a GPU pod spec's kind has no place for what the policies inject."""
-    for view in views:
-        if view.pod_fields >= POD_FIELDS or not view.demand.gpu:
+    for view, carrier in zip(views, specs, strict=True):
+        taken = carrier.kind.pod_fields
+        if taken >= POD_FIELDS or not view.demand.gpu:
             continue  # a kind with every pod-level field takes every injection
-        missing = [name for name in plan_for(policies).fields if name not in view.pod_fields]
+        missing = [name for name in plan_for(policies).fields if name not in taken]
         if missing:
             yield (f"{to_display(view.prefix)}: {view.kind} has no {', '.join(missing)} "
                    "here, so the policies' injection of it is left out (add it to the pod "
                    "template the workload's runtime provides)")
 
 
-def _unknown_claims(views: Sequence[PodView], context: Context) -> Iterator[str]:
+def _unknown_claims(views: Sequence[PodView], context: Context) -> Iterator[Unresolved]:
     for view in views:
         if "resourceClaims" in view.spec:
             yield from unknown_claims(view.spec, view.prefix, view.namespace, context.claims)
@@ -264,7 +282,8 @@ def _check(
     view: PodView, policies: Sequence[GPUPolicy], context: Context
 ) -> Iterator[tuple[GPUPolicy, Finding]]:
     gpu_claims = any(u.gpu for u in view.demand.claims)
-    if not gpu_claims and (not view.demand.containers or not _accelerator_related(view)):
+    if not gpu_claims and (not view.demand.containers or not _accelerator_related(view)) \
+            and not _unreadable_claims(view.spec):
         for policy in policies:
             for finding in visible_devices_bypass.check(view, policy, context):
                 yield policy, finding
@@ -289,6 +308,16 @@ def _claimed(found: PodDemand) -> frozenset[str]:
     kinds = {"whole" if d.kind == "gpu" else d.kind for u in found.claims for d in u.demands
              if d.kind is not None}
     return frozenset({"dra", *kinds})
+
+
+def _unreadable_claims(spec: Mapping[str, Any]) -> bool:
+    """An entry of spec.resourceClaims that names no claim (the pre-1.31 `source:` form): the
+    GPUs it meant cannot be seen, and the API server refuses it, so the pod's facts are
+    checked as an unreadable accelerator resource's are."""
+    refs = spec.get("resourceClaims")
+    return isinstance(refs, list) and any(
+        isinstance(r, dict) and r.get("resourceClaimName") is None
+        and r.get("resourceClaimTemplateName") is None for r in refs)
 
 
 def _accelerator_related(view: PodView) -> bool:

@@ -27,6 +27,21 @@ from policies.view import PodView
 _UNADVERTISED_UNITS = frozenset({"MB", "percent", "priority"})
 PRODUCT = "nvidia.com/gpu.product"
 SHARING = "nvidia.com/gpu.sharing-strategy"
+# kube-scheduler's Filter plugins that a pool's facts decide, in the order its default profile
+# runs them (NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodeResourcesFit,
+# ..., DynamicResources), each with the words it says of a node that fails it. A node fails
+# at the first; `kubectl describe pod` shows those words.
+NODE_NAME = "node(s) didn't match the requested node name"
+# TaintToleration's words no longer name the taint (older releases said `node(s) had
+# untolerated taint {key: value}`): the reason after them does.
+TAINT_TOLERATION = "node(s) had untolerated taint(s)"
+NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+DYNAMIC_RESOURCES = "cannot allocate all claims"
+
+
+def insufficient(resource: str) -> str:
+    """NodeResourcesFit's words for a resource the node has too little of."""
+    return f"Insufficient {resource}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +56,10 @@ class PoolVerdict:
     # DRA, when it fits: what the first allocation found takes ("gpu: gpu-0, gpu-1";
     # "accel (accel/h100): gpu-0"), the firstAvailable alternative chosen included.
     allocation: str = ""
+    # What kube-scheduler says of these nodes: the words of the first of its filters that
+    # fails on them; "" when they all pass (what is left is not the scheduler's: allowedModels,
+    # what a device plugin refuses at Allocate time...).
+    scheduler: str = ""
 
     @property
     def fits(self) -> bool:
@@ -48,6 +67,12 @@ class PoolVerdict:
 
     def describe(self) -> str:
         return f"pool {self.pool}: " + ("fits" if self.fits else "; ".join(self.reasons))
+
+    def pending(self) -> str:
+        """Why a pod is Pending here, the scheduler's words first (the audit's, explain's)."""
+        if self.fits or not self.scheduler:
+            return self.describe()
+        return f"pool {self.pool}: {self.scheduler} ({'; '.join(self.reasons)})"
 
 
 def verdicts(
@@ -74,15 +99,23 @@ def pool_verdicts(
             return [(None, PoolVerdict(f"of node {need.node_name}", 0, "", (
                 f"spec.nodeName {need.node_name} is not a schedulable node of the inventory",
             )))]
+        # the scheduler is bypassed: the kubelet refuses what does not fit, in its own words
         return [(replace(pool, node_names=(need.node_name,)),
-                 PoolVerdict(f"{pool.name} (node {need.node_name})", 1, describe_hardware(pool),
-                             tuple(_pool_reasons(need, pool, amounts_known)))) for pool in bound]
+                 _verdict(f"{pool.name} (node {need.node_name})", 1, pool,
+                          (("", r) for _, r in _checks(need, pool, amounts_known))))
+                for pool in bound]
     return [
-        (pool, PoolVerdict(pool.name, len(pool.node_names), describe_hardware(pool),
-                           tuple(_pool_reasons(need, pool, amounts_known)),
-                           _relevant(need, pool)))
+        (pool, _verdict(pool.name, len(pool.node_names), pool,
+                        _checks(need, pool, amounts_known), _relevant(need, pool)))
         for pool in pools
     ]
+
+
+def _verdict(name: str, nodes: int, pool: Pool, checks: Iterable[tuple[str, str]],
+             relevant: bool = True) -> PoolVerdict:
+    found = list(checks)
+    return PoolVerdict(name, nodes, describe_hardware(pool), tuple(r for _, r in found),
+                       relevant, scheduler=next((w for w, _ in found if w), ""))
 
 
 def _relevant(need: _Need, pool: Pool) -> bool:
@@ -131,12 +164,20 @@ def _single_slice(pool: Pool) -> str:
 
 
 def _pool_reasons(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[str]:
+    return (reason for _, reason in _checks(need, pool, amounts_known))
+
+
+def _checks(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[tuple[str, str]]:
+    """(the scheduler's words, the reason) for every check the pool fails: the scheduler's
+    filters in its order, then what is not the scheduler's (words "")."""
     if need.node_name:
         if need.node_name not in pool.node_names:
-            yield f"the pod is bound to node {need.node_name} (spec.nodeName), not one of these"
+            yield (NODE_NAME,
+                   f"the pod is bound to node {need.node_name} (spec.nodeName), not one of these")
             return
         pool = replace(pool, node_names=(need.node_name,))
-    yield from _reasons(need, pool, amounts_known)
+    yield from _scheduled(need, pool, amounts_known)
+    yield from (("", reason) for reason in _reasons(need, pool))
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,19 +245,29 @@ def catalog_pools(catalog: Catalog) -> tuple[Pool, ...]:
     )
 
 
-def _reasons(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[str]:
-    product = pool.model.name if pool.model else pool.product
-    for names, written in need.allowed:
-        if not product or Catalog.normalize(product) not in names:
-            yield f"GPU model {product or '(none)'} is not allowed ({written})"
-            break
+def _scheduled(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[tuple[str, str]]:
+    """The scheduler's filters a pool's facts decide, in its order: TaintToleration (in the
+    node's taint order), NodeAffinity (nodeSelector and required affinity), NodeResourcesFit.
+    (Cordoned nodes join no pool; DynamicResources is policies/claimfit.py's.)"""
     if need.scheduling_known:
         for taint in untolerated(need.tolerations, pool.taints):
             if need.node_name and taint.effect == "NoSchedule":
                 continue  # a pod bound by nodeName skips the scheduler; NoExecute still evicts
             value = f"={taint.value}" if taint.value else ""
-            yield f"taint {taint.key}{value}:{taint.effect} is not tolerated"
-        yield from _selection(need.spec, pool)
+            yield TAINT_TOLERATION, f"taint {taint.key}{value}:{taint.effect} is not tolerated"
+        yield from ((NODE_AFFINITY, r) for r in _selection(need.spec, pool))
+    if amounts_known:
+        yield from _amounts(need.totals, pool.allocatable)
+
+
+def _reasons(need: _Need, pool: Pool) -> Iterator[str]:
+    """What is not the scheduler's to say: the policies' allowedModels, and what the device
+    plugin or the runtime refuse once the pod is placed (MIG geometry, MPS, shares)."""
+    product = pool.model.name if pool.model else pool.product
+    for names, written in need.allowed:
+        if not product or Catalog.normalize(product) not in names:
+            yield f"GPU model {product or '(none)'} is not allowed ({written})"
+            break
     yield from _mig(need.mig, pool)
     if need.most_gpus_in_a_container > 1 and pool.labels.get(SHARING) == "mps":
         # MPS refuses a request for more than one of its shares at Allocate time.
@@ -228,8 +279,6 @@ def _reasons(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[str]:
         slice_ = _single_slice(pool) or "MIG"
         yield (f"nvidia.com/gpu here is one {slice_} MIG slice and a container sees only one "
                f"MIG device, not the {need.most_gpus_in_a_container} GPUs it asks for")
-    if amounts_known:
-        yield from _amounts(need.totals, pool.allocatable)
     yield from _shared_memory(need, pool)
     yield from _fraction(need, pool)
 
@@ -283,14 +332,16 @@ def _selector_keys(
     return keys, by_name
 
 
-def _amounts(totals: Mapping[str, Number], allocatable: Mapping[str, int]) -> Iterator[str]:
+def _amounts(totals: Mapping[str, Number], allocatable: Mapping[str, int]
+             ) -> Iterator[tuple[str, str]]:
     for name, need in sorted(totals.items()):
         resource = classify(name)
         if need <= 0 or resource is None or resource.unit in _UNADVERTISED_UNITS:
             continue
         have = allocatable.get(name, 0)
         if have < need:
-            yield f"not enough {name}: the pod needs {need}, a node has {have or 'none'}"
+            yield (insufficient(name),
+                   f"not enough {name}: the pod needs {need}, a node has {have or 'none'}")
 
 
 def _mig(counts: Mapping[str, int], pool: Pool) -> Iterator[str]:

@@ -9,6 +9,9 @@ containerPaths (optional): container-like objects inside each pod spec besides c
 podFields (optional): the pod-level fields the kind takes there, so injection writes only those
   (default: tolerations, nodeSelector, affinity, runtimeClassName, priorityClassName). Empty:
   the GPU demand is checked, nothing is injected, and the decision says so.
+podFieldsPath (optional): where those pod-level fields go when the kind keeps them apart from
+  the pod spec's containers, from the object's root; `name[key=value]` is the item of list
+  `name` whose `key` is `value`, added (with the maps below it) when absent.
 """
 
 from __future__ import annotations
@@ -62,10 +65,16 @@ BUNDLED: list[dict[str, Any]] = [
     {"kind": "Notebook", "apiGroup": "kubeflow.org", "resource": "notebooks",
      "podSpecPaths": ["spec.template.spec"]},
     # Kubeflow Trainer v2: the runtime (ClusterTrainingRuntime) holds the pod template; the
-    # TrainJob says what the `trainer` container needs per node. No pod fields to inject into.
+    # TrainJob says what the `trainer` container needs per node, and patches the runtime's
+    # pods through `runtimePatches` (v2.2 on; it replaced podTemplateOverrides), one entry per
+    # manager: ours patches the trainer nodes' pods (replicated job `node`) with tolerations,
+    # nodeSelector and affinity (what a PodSpecPatch takes of what we inject).
     {"kind": "TrainJob", "apiGroup": "trainer.kubeflow.org", "resource": "trainjobs",
      "podSpecPaths": ["spec.trainer"],
-     "containerPaths": [{"path": ".", "resourcesField": "resourcesPerNode"}], "podFields": []},
+     "containerPaths": [{"path": ".", "resourcesField": "resourcesPerNode"}],
+     "podFields": ["tolerations", "nodeSelector", "affinity"],
+     "podFieldsPath": "spec.runtimePatches[manager=gpupolicy.io/webhook].trainingRuntimeSpec"
+                      ".template.spec.replicatedJobs[name=node].template.spec.template.spec"},
     {"kind": "RayCluster", "apiGroup": "ray.io", "resource": "rayclusters",
      "podSpecPaths": ["spec.headGroupSpec.template.spec", "spec.workerGroupSpecs[].template.spec"]},
     {"kind": "RayJob", "apiGroup": "ray.io", "resource": "rayjobs",

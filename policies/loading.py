@@ -6,11 +6,14 @@ Text in, models out: reading files is the caller's job (webhook/inputs/sources.p
 
 from __future__ import annotations
 
+import difflib
+import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from policies import yamlpos
 from policies.model import API_VERSION, KIND, GPUPolicy
@@ -128,13 +131,95 @@ def _field(loc: FieldPath) -> FieldPath:
     return loc[:-1] if loc and loc[-1] == _KEY else loc
 
 
-def validation_message(error: Any) -> str:
-    """A pydantic error in the words of a Kubernetes validation message."""
-    if error["type"] == "extra_forbidden":
-        return "unknown field"
-    if error["type"] == "missing":
+def validation_message(error: Any, model: type[BaseModel] | None = None) -> str:
+    """A pydantic error in the words of a Kubernetes validation message: what the field must
+    be and what it holds, never pydantic's vocabulary ("valid tuple", "instance of Spec")."""
+    kind, ctx = error["type"], error.get("ctx") or {}
+    value = error.get("input")
+    if kind == "extra_forbidden":
+        return "unknown field" + _did_you_mean(tuple(error["loc"]), model or GPUPolicy)
+    if kind == "missing":
         return "required field is missing"
-    if error["type"] == "too_short":
+    if kind == "too_short":
         return "must not be empty"
+    if kind == "too_long":
+        most = ctx.get("max_length")
+        return f"must hold at most {most} item{'s' * (most != 1)}, not {_shown(value)}"
+    if kind in _EXPECTED:
+        return f"must be {_EXPECTED[kind]}, not {_shown(value)}"
+    if kind == "literal_error":
+        allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+        shown = ", ".join(a or '""' for a in allowed)
+        return f"must be one of {shown}; not {_shown(value)}"
+    for bound, words in _BOUNDS.items():
+        if bound in ctx:
+            return f"must be {words} {ctx[bound]}, not {_shown(value)}"
     text: str = error["msg"]
-    return text.removeprefix("Value error, ")
+    return text.removeprefix("Value error, ").replace("Input should be", "must be")
+
+
+# pydantic's error type -> what the field must be, in the schema's (and kubectl's) terms
+_EXPECTED = {
+    "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
+    "float_type": "a number", "float_parsing": "a number",
+    "bool_type": "a boolean (true or false)", "bool_parsing": "a boolean (true or false)",
+    "string_type": "a string",
+    "tuple_type": "a list", "list_type": "a list", "iterable_type": "a list",
+    "dict_type": "a mapping", "model_type": "a mapping", "model_attributes_type": "a mapping",
+}
+_BOUNDS = {"ge": "at least", "gt": "greater than", "le": "at most", "lt": "less than"}
+
+
+def _shown(value: Any) -> str:
+    """A value as kubectl's messages show it: its JSON type, then (when short) the value."""
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, int | float):
+        return f"{'integer' if isinstance(value, int) else 'number'} {value}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"string {json.dumps(shown, ensure_ascii=False)}"
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "a mapping"
+    return "a list" if isinstance(value, list | tuple) else "a value"
+
+
+def _did_you_mean(loc: FieldPath, root: type[BaseModel]) -> str:
+    """`; did you mean maxGPUsPerPod?` for an unknown field, from the fields the model has at
+    that place; the known fields when none is close."""
+    known = _fields_at(loc[:-1], root)
+    typed = str(loc[-1]) if loc else ""
+    if not known:
+        return ""
+    by_case = {name.lower(): name for name in known}
+    close = ([by_case[typed.lower()]] if typed.lower() in by_case
+             else difflib.get_close_matches(typed, known, n=1, cutoff=0.6))
+    if close:
+        return f"; did you mean {close[0]}?"
+    return f"; known fields: {', '.join(known)}"
+
+
+def _fields_at(loc: FieldPath, root: type[BaseModel]) -> list[str]:
+    model: type[BaseModel] | None = root
+    for part in loc:
+        if isinstance(part, int) or model is None:
+            continue
+        field = next((f for name, f in model.model_fields.items()
+                      if (f.alias or name) == part), None)
+        model = _model_of(field.annotation) if field is not None else None
+    if model is None or model.model_config.get("extra") != "forbid":
+        return []
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds, through Optional, tuple[...] and Annotated."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None

@@ -21,10 +21,10 @@ from policies.display import shown
 from policies.dra.demand import by_name, claims_gpu
 from policies.model import GPUPolicy
 from policies.patch import Patch, PatchConflict
-from policies.paths import FieldPath
+from policies.paths import FieldPath, to_pointer
 from policies.resources import PodDemand
 from policies.shape import NODE_AFFINITY, PREFERRED, REQUIRED, TERM, absent_or
-from policies.workloads import POD_FIELDS
+from policies.workloads import POD_FIELDS, FieldsStep
 
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 HIDDEN = {"name": VISIBLE_DEVICES, "value": "none"}
@@ -56,10 +56,11 @@ class Plan:
 
 def inject(
     patch: Patch, prefix: FieldPath, demand: PodDemand, policies: Sequence[GPUPolicy],
-    pod_fields: Collection[str] = POD_FIELDS,
+    pod_fields: Collection[str] = POD_FIELDS, fields_at: Sequence[FieldsStep] = (),
 ) -> Iterator[tuple[GPUPolicy, Finding]]:
     """Apply every policy's `inject` to the pod spec at `prefix`, writing only the pod-level
-    fields its kind has there (`pod_fields`); yield conflicts found."""
+    fields its kind has there (`pod_fields`), at `fields_at` when the kind keeps them apart
+    (a TrainJob's runtime patch); yield conflicts found."""
     if not policies:
         return
     plan = plan_for(policies)
@@ -70,6 +71,12 @@ def inject(
     try:
         if plan.limits_from_requests:
             _limits_from_requests(patch, demand, plan.limits_from_requests)
+        if fields_at:
+            wanted = [f for f in plan.fields if f in pod_fields]
+            at = _fields_prefix(patch, fields_at, policies, make=bool(wanted))
+            if at is None:
+                return
+            prefix = at
         if plan.tolerations and "tolerations" in pod_fields:
             _tolerations(patch, (*prefix, "tolerations"), plan)
         if "nodeSelector" in pod_fields:
@@ -82,6 +89,76 @@ def inject(
                 patch.set((*prefix, field), value, by=by)
     except PatchConflict as exc:
         yield policies[0], Finding("pod-spec-malformed", str(exc), prefix)
+
+
+def _fields_prefix(patch: Patch, steps: Sequence[FieldsStep], policies: Sequence[GPUPolicy],
+                   *, make: bool) -> FieldPath | None:
+    """Where the pod-level fields go along `steps` (from the object's root): found, or made
+    (the missing maps and list item as one op, for the winning policy) when `make`. None
+    when it is not there and not to be made, or a part has the wrong type."""
+    path: FieldPath = ()
+    node = patch.doc
+    for index, (name, key, value) in enumerate(steps):
+        child = node.get(name) if isinstance(node, dict) else None
+        if not key:
+            if child is None:
+                return _made(patch, (*path, name), None, steps[index + 1:], policies, make)
+            if not isinstance(child, dict):
+                raise PatchConflict(f"cannot write under {to_pointer((*path, name))}: "
+                                    "not an object")
+            path, node = (*path, name), child
+            continue
+        if child is None:
+            return _made(patch, (*path, name), (key, value), steps[index + 1:], policies, make)
+        if not isinstance(child, list):
+            raise PatchConflict(f"cannot write under {to_pointer((*path, name))}: "
+                                "not a list")
+        item = next((i for i, v in enumerate(child)
+                     if isinstance(v, dict) and v.get(key) == value), None)
+        if item is None:
+            if not make:
+                return None
+            entry = {key: value, **_skeleton(steps[index + 1:])}
+            item = len(child)  # appended last
+            patch.append((*path, name), entry, by=_winner(policies))
+            return _descend(patch, (*path, name, item), steps[index + 1:])
+        path, node = (*path, name, item), child[item]
+        if not isinstance(node, dict):
+            raise PatchConflict(f"cannot write under {to_pointer(path)}: not an object")
+    return path
+
+
+def _made(patch: Patch, path: FieldPath, keyed: tuple[str, str] | None,
+          rest: Sequence[FieldsStep], policies: Sequence[GPUPolicy], make: bool
+          ) -> FieldPath | None:
+    if not make:
+        return None
+    below = _skeleton(rest)
+    if keyed is None:
+        patch.set(path, below, by=_winner(policies))
+        return _descend(patch, path, rest)
+    patch.set(path, [{keyed[0]: keyed[1], **below}], by=_winner(policies))
+    return _descend(patch, (*path, 0), rest)
+
+
+def _skeleton(steps: Sequence[FieldsStep]) -> dict[str, Any]:
+    """The maps (and one-item lists) `steps` go through, empty at the end."""
+    if not steps:
+        return {}
+    (name, key, value), rest = steps[0], steps[1:]
+    below = _skeleton(rest)
+    return {name: [{key: value, **below}]} if key else {name: below}
+
+
+def _descend(patch: Patch, path: FieldPath, rest: Sequence[FieldsStep]) -> FieldPath:
+    """The path through a skeleton just made: every list in it has its one item at 0."""
+    for name, key, _ in rest:
+        path = (*path, name, 0) if key else (*path, name)
+    return path
+
+
+def _winner(policies: Sequence[GPUPolicy]) -> str:
+    return min(policies, key=lambda p: (p.spec.priority, p.name)).name
 
 
 _PLANS: dict[tuple[int, ...], tuple[Sequence[GPUPolicy], Plan]] = {}

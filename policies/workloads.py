@@ -19,11 +19,15 @@ from policies.kinds import BUNDLED
 from policies.paths import FieldPath, to_display
 
 PodSpecLocation = tuple[str, ...]
+# One step of a podFieldsPath: (field, key, value) picks the item of list `field` whose `key`
+# is `value` (made when absent); key "" steps into map member `field`.
+FieldsStep = tuple[str, str, str]
 
 # Pod-level fields `inject` can write, and so the ones a kind may restrict itself to.
 POD_FIELDS = frozenset(
     {"tolerations", "nodeSelector", "affinity", "runtimeClassName", "priorityClassName"})
 _PATH = re.compile(r"^[A-Za-z0-9_-]+(\[\])?(\.([A-Za-z0-9_-]+(\[\])?|\*))*$")
+_FIELDS_STEP = re.compile(r"([A-Za-z0-9_-]+)(?:\[([A-Za-z0-9_-]+)=([A-Za-z0-9_./-]+)\])?")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$")
 _KIND = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 _MAX_ENTRIES = 1000
@@ -47,6 +51,10 @@ class WorkloadKind:
     locations: tuple[PodSpecLocation, ...]
     containers: tuple[ContainerSlot, ...] = ()
     pod_fields: frozenset[str] = POD_FIELDS
+    # Where the pod-level fields go when the kind keeps them apart from the GPU containers
+    # (a Kubeflow Trainer TrainJob's runtimePatches), from the object's root; () when they
+    # are the pod spec's own. The rest of that pod's spec is elsewhere (the runtime).
+    fields_at: tuple[FieldsStep, ...] = ()
 
     @property
     def key(self) -> str:
@@ -115,6 +123,28 @@ def parse_path(text: Any) -> PodSpecLocation:
     return tuple(steps)
 
 
+def parse_fields_path(text: Any) -> tuple[FieldsStep, ...]:
+    """`spec.patches[manager=me].spec` -> (("spec", "", ""), ("patches", "manager", "me"),
+    ("spec", "", "")). Raises ValueError on anything else."""
+    if not isinstance(text, str) or len(text) > 512:
+        raise ValueError(f"{text!r} is not a dot path (name, name[key=value], joined by dots)")
+    steps: list[FieldsStep] = []
+    at = 0
+    while True:
+        found = _FIELDS_STEP.match(text, at)
+        if found is None:
+            raise ValueError(f"{text!r} is not a dot path (name, name[key=value], joined by "
+                             "dots)")
+        steps.append((found[1], found[2] or "", found[3] or ""))
+        at = found.end()
+        if at == len(text):
+            return tuple(steps)
+        if text[at] != ".":
+            raise ValueError(f"{text!r} is not a dot path (name, name[key=value], joined by "
+                             "dots)")
+        at += 1
+
+
 def parse_kind_table(data: Any, source: str, base: KindTable | None = None) -> KindTable:
     """A kind table from parsed YAML: a list of entries, each either one kind
     (`kind`, `apiGroup`, `resource`, `podSpecPaths`, optional `containerPaths`, `podFields`)
@@ -147,7 +177,7 @@ def _entry(
         err(at, "expected a map")
         return []
     known = {"kind", "kinds", "apiGroup", "apiGroups", "resource", "resources", "name",
-             "podSpecPaths", "containerPaths", "podFields"}
+             "podSpecPaths", "containerPaths", "podFields", "podFieldsPath"}
     for key in entry:
         if key not in known:
             err((*at, str(key)), f"unknown field (expected one of {', '.join(sorted(known))})")
@@ -155,6 +185,12 @@ def _entry(
     locations = _paths(entry, "podSpecPaths", at, err)
     containers = _slots(entry, at, err) if "containerPaths" in entry else None
     pod_fields = _pod_fields(entry, at, err) if "podFields" in entry else None
+    fields_at: tuple[FieldsStep, ...] | None = None
+    if "podFieldsPath" in entry:
+        try:
+            fields_at = parse_fields_path(entry["podFieldsPath"])
+        except ValueError as exc:
+            err((*at, "podFieldsPath"), str(exc))
     out = []
     for group, resource, kind in pairs:
         inherited = base.find({"apiVersion": f"{group}/v1" if group else "v1", "kind": kind}) \
@@ -172,6 +208,8 @@ def _entry(
             else (inherited.containers if inherited else ()),
             pod_fields=pod_fields if pod_fields is not None
             else (inherited.pod_fields if inherited else POD_FIELDS),
+            fields_at=fields_at if fields_at is not None
+            else (inherited.fields_at if inherited else ()),
         ))
     return out
 

@@ -25,7 +25,7 @@ from webhook.http.admission import shape_warnings
 from webhook.http.server import create_app
 from webhook.inputs import sources
 from webhook.inputs.state import State
-from webhook.output.findings import MUTATION
+from webhook.output.findings import MUTATION, UNRESOLVED
 from webhook.output.progress import Progress
 
 CASES = load_cases()
@@ -44,6 +44,11 @@ class Doors:
     def review(self, obj: dict[str, Any], namespace: str) -> tuple[bool, set[str]]:
         decision = review(obj, self.context, namespace=namespace)
         return decision.allowed, {v.rule for v in decision.violations}
+
+    def report(self, obj: dict[str, Any], namespace: str) -> bool:
+        """What lint and audit say: clean unless an error, a fact under any mode included."""
+        decision = review(obj, self.context, namespace=namespace)
+        return not any(v.severity == "error" for v in decision.violations)
 
     def lint(self, path: Path, namespace: str | None) -> dict[int, tuple[bool, set[str]]]:
         """Verdict per document index."""
@@ -116,16 +121,24 @@ def _agree(doors: Doors, path: Path, namespace: str | None) -> Iterator[str]:
                 continue
             ns = namespace_of(obj, namespace)
             allowed, rules = doors.review(obj, ns)
+            clean = doors.report(obj, ns)
+            if clean and not allowed:
+                yield f"review refuses {rules} but reports no error"
             read = unreadable.get(doc.index, set())
-            if linted.get(doc.index, (True, set())) != (allowed and not read, rules | read):
-                yield f"lint {linted.get(doc.index)} != review {(allowed, rules | read)}"
+            # a claim the decision could not judge: a lint warning (and an admission warning,
+            # as test_the_webhook_warns_what_the_decision_says checks)
+            unresolved = review(obj, doors.context, namespace=ns).unresolved
+            judged = {UNRESOLVED} if unresolved else set()
+            if linted.get(doc.index, (True, set())) != (clean and not read,
+                                                       rules | read | judged):
+                yield f"lint {linted.get(doc.index)} != review {(clean, rules | read)}"
             hooked, said = doors.webhook(obj, ns)
             if hooked != allowed or any(r not in said and _key(r) not in said for r in rules):
                 yield f"webhook {hooked} {said!r} != review {(allowed, rules)}"
             if namespace is None and audited_kind(obj):
                 got = audited.get(_label(obj, ns), (True, set()))
-                if got != (allowed, rules):
-                    yield f"audit {got} != review {(allowed, rules)} for {_label(obj, ns)}"
+                if got != (clean, rules):
+                    yield f"audit {got} != review {(clean, rules)} for {_label(obj, ns)}"
 
 
 def _key(rule: str) -> str:
@@ -197,6 +210,7 @@ def test_every_door_refuses_unreadable_input_alike(name: str, tmp_path: Path) ->
 
     out = io.StringIO()
     args = _Args()
-    args.file, args.namespace = str(path), None
+    args.paths, args.paths_f, args.namespace = [str(path)], [], None
+    args.format, args.output_file = "json", None
     assert cmd_review.run(args, out, io.StringIO()) == 1
     assert rule in {v["rule"] for r in json.loads(out.getvalue()) for v in r["violations"]}

@@ -59,3 +59,34 @@ def test_commands_do_not_import_commands(path: Path) -> None:
                    and p.name != "cli.py"), ids=lambda p: str(p.relative_to(EDGES)))
 def test_the_edges_below_the_commands_import_none(path: Path) -> None:
     assert not {i for i in _imports(path) if i.startswith("webhook.commands")}
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_two_edge_modules_import_each_other() -> None:
+    """No circle among webhook/ modules, imports inside functions included (metrics and
+    metrics_port were one)."""
+    paths = sorted(EDGES.rglob("*.py"))
+    modules = {_module(p) for p in paths}
+    graph = {_module(p): {i for i in _imports(p) if i in modules} - {_module(p)} for p in paths}
+    state: dict[str, int] = {}  # 1 visiting, 2 done
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            assert state.get(nxt) != 1, "import circle: " + " -> ".join([*trail, node, nxt])
+            if nxt not in state:
+                visit(nxt, [*trail, node])
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])
+
+
+def test_inputs_do_not_reach_up_into_the_http_edge() -> None:
+    for path in sorted((EDGES / "inputs").glob("*.py")):
+        assert not {i for i in _imports(path) if i.startswith("webhook.http")}, path.name

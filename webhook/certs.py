@@ -161,3 +161,63 @@ def usable_bundle(directory: str | Path, service: str, namespace: str, min_days:
     left = cert.not_valid_after_utc - dt.datetime.now(dt.UTC)
     return (same_key and wanted in names.value.get_values_for_type(x509.DNSName)
             and left.days >= min_days)
+
+
+class PairProblem(ValueError):
+    """A serving pair that must not be served; `reason` is a short label for the metrics
+    (unreadable, expired, not_yet_valid, wrong_name, key_mismatch)."""
+
+    def __init__(self, reason: str, message: str, retry_at: dt.datetime | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.retry_at = retry_at  # when the same files may pass (a pair not yet valid)
+
+
+def cert_names(cert: x509.Certificate) -> list[str]:
+    """The DNS names and IP addresses a certificate is valid for (its SANs)."""
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return []
+    return [*sans.get_values_for_type(x509.DNSName),
+            *(str(ip) for ip in sans.get_values_for_type(x509.IPAddress))]
+
+
+def names_match(pattern: str, name: str) -> bool:
+    """A SAN covering a name as TLS clients check it: equal ignoring case, or a `*.` wildcard
+    standing for exactly the leftmost label."""
+    pattern, name = pattern.lower().rstrip("."), name.lower().rstrip(".")
+    if pattern == name:
+        return True
+    if not pattern.startswith("*."):
+        return False
+    label, dot, rest = name.partition(".")
+    return bool(label and dot) and rest == pattern[2:]
+
+
+def check_pair(cert_pem: bytes, key_pem: bytes, names: tuple[str, ...] = (),
+               now: dt.datetime | None = None) -> x509.Certificate:
+    """The serving certificate of a PEM pair, once it is one worth serving: it parses, its
+    key matches, it is valid now, and it covers every one of `names`. Else PairProblem."""
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except (ValueError, TypeError) as exc:
+        raise PairProblem("unreadable", f"not a PEM certificate and key: {exc}") from exc
+    der = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    if key.public_key().public_bytes(*der) != cert.public_key().public_bytes(*der):
+        raise PairProblem("key_mismatch", "the key does not belong to the certificate")
+    now = now or dt.datetime.now(dt.UTC)
+    if cert.not_valid_after_utc <= now:
+        raise PairProblem("expired", f"the certificate expired at "
+                          f"{cert.not_valid_after_utc.isoformat()}")
+    if cert.not_valid_before_utc > now:
+        raise PairProblem("not_yet_valid", f"the certificate is not valid before "
+                          f"{cert.not_valid_before_utc.isoformat()}",
+                          retry_at=cert.not_valid_before_utc)
+    have = cert_names(cert)
+    missing = [n for n in names if not any(names_match(h, n) for h in have)]
+    if missing:
+        raise PairProblem("wrong_name", f"the certificate does not name {', '.join(missing)} "
+                          f"(it names {', '.join(have) or 'nothing'})")
+    return cert

@@ -26,11 +26,19 @@ from policies.dra.objects import (
 )
 from policies.dra.pools import DraInventory, NodeGroup
 from policies.dra.problems import Problem, ProblemKind
-from policies.dra.search import Alt, Budget, Exhausted, Flat, Search, consumption, devices_text
+from policies.dra.search import (
+    MAX_DEVICES_PER_CLAIM,
+    Alt,
+    Budget,
+    Exhausted,
+    Flat,
+    Search,
+    consumption,
+    devices_text,
+)
 from policies.paths import FieldPath
 from policies.quantity import Number
 
-MAX_DEVICES_PER_CLAIM = 32
 _BLOCKING = frozenset({"NoSchedule", "NoExecute"})
 _PREFIX = re.compile(r"""device\.(?:attributes|capacity)\[\s*(['"])[^'"]*\1\s*\]\.""")
 
@@ -47,6 +55,8 @@ class GroupVerdict:
     allocated: Mapping[str, tuple[Device, ...]] = field(default_factory=dict)
     problems: tuple[Problem, ...] = ()
     undecided: bool = False  # the search ran out of budget; counted as a fit
+    # request slot -> "driver/pool/device" of the devices taken, as allocation results name them
+    placed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def fits(self) -> bool:
@@ -111,6 +121,7 @@ class _Check:
         except _Unjudged:
             return self._verdict((), undecided=True)
         static = [self._static_reason(alts) for alts in units]
+        static.append(self._claim_limit(units))
         if any(static):
             return self._verdict(tuple(r for r in static if r))
         crowded = self._pigeonhole(units)
@@ -126,7 +137,26 @@ class _Check:
         chosen = {f"{self._slot_name(a)}": a.request.name for a in search.picked_alts}
         taken = {self._slot_name(a): tuple(self.flat[i].device for i in found)
                  for a, found in search.picked_devices.items()}
-        return self._verdict((), chosen=chosen, taken=taken)
+        placed = {self._slot_name(a): tuple(f"{self.flat[i].device.driver}/"
+                                            f"{self.flat[i].pool.name}/"
+                                            f"{self.flat[i].device.name}" for i in found)
+                  for a, found in search.picked_devices.items()}
+        return self._verdict((), chosen=chosen, taken=taken, placed=placed)
+
+    def _claim_limit(self, units: list[list[Alt]]) -> str:
+        """A claim's allocation holds at most 32 devices (the allocator's "exceeds the claim
+        limit"): the fewest its requests can take, each at its smallest alternative."""
+        least: dict[int, int] = {}
+        for alts in units:
+            smallest = min((len(a.candidates) if a.request.mode == "All" else a.request.count)
+                           for a in alts)
+            least[alts[0].claim] = least.get(alts[0].claim, 0) + smallest
+        for index, total in least.items():
+            if total > MAX_DEVICES_PER_CLAIM:
+                claim = self.claims[index]
+                return (f"claim {claim.name or '(unnamed)'} asks for {total} devices, which "
+                        f"exceeds the claim limit of {MAX_DEVICES_PER_CLAIM}")
+        return ""
 
     def _pigeonhole(self, units: list[list[Alt]]) -> str:
         """Single-alternative requests that need more distinct devices than all of them
@@ -145,11 +175,12 @@ class _Check:
 
     def _verdict(self, reasons: tuple[str, ...], undecided: bool = False,
                  chosen: Mapping[str, str] | None = None,
-                 taken: Mapping[str, tuple[Device, ...]] | None = None) -> GroupVerdict:
+                 taken: Mapping[str, tuple[Device, ...]] | None = None,
+                 placed: Mapping[str, tuple[str, ...]] | None = None) -> GroupVerdict:
         if reasons and self.unusable:
             reasons = (*reasons, *(f"{u}, its devices are not usable" for u in self.unusable))
         return GroupVerdict(self.group.name, self.group.nodes, reasons, chosen or {},
-                            taken or {}, tuple(self.problems), undecided)
+                            taken or {}, tuple(self.problems), undecided, placed or {})
 
     def _slot_name(self, alt: Alt) -> str:
         claim = self.claims[alt.claim]
@@ -229,16 +260,18 @@ class _Check:
             return f"{label}allocationMode All cannot be satisfied: {self.unusable[0]}"
         if not matched:
             return f"{label}allocationMode All: no device matches {what}"
-        if len(with_capacity) < len(matched):
-            return (f"{label}allocationMode All: {len(matched) - len(with_capacity)} of the "
-                    f"{len(matched)} devices matching {what} lack the capacity requested")
+        # All takes the matching devices that have the capacity requested (the allocator
+        # leaves out those that lack it), and fails on any of them it may not take.
+        if not with_capacity:
+            return (f"{label}allocationMode All: none of the {len(matched)} devices matching "
+                    f"{what} has the capacity requested ({_amounts(request.capacity)})")
         if len(tolerated) < len(with_capacity):
             taint = _first_taint(self.flat, with_capacity, request)
             return (f"{label}allocationMode All takes every device matching {what}, and "
                     f"{len(with_capacity) - len(tolerated)} of them carry a taint the request "
                     f"does not tolerate ({taint})")
-        if len(matched) > MAX_DEVICES_PER_CLAIM:
-            return (f"{label}allocationMode All would take {len(matched)} devices, a claim "
+        if len(with_capacity) > MAX_DEVICES_PER_CLAIM:
+            return (f"{label}allocationMode All would take {len(with_capacity)} devices, a claim "
                     f"holds at most {MAX_DEVICES_PER_CLAIM}")
         return ""
 

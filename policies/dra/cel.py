@@ -1,7 +1,10 @@
-"""DRA device selectors in CEL, on cel-expr-python (cel-cpp) plus the Kubernetes functions DRA
-selectors use: quantity() and semver() with their methods; cel-cpp brings the strings
-extension (lowerAscii, split, ...), optionals (`.?x.orValue(y)`), `cel.bind` and RE2 `matches`.
-Not there yet (rare in selectors): the Kubernetes regex/lists/sets/IP/format libraries.
+"""DRA device selectors in CEL, in the apiserver's environment (its base libraries, apiserver
+pkg/cel/environment/base.go) on cel-expr-python (cel-cpp): cel-cpp brings the strings
+extension (lowerAscii, split, format, ...), optionals (`.?x.orValue(y)`), `cel.bind`, RE2
+`matches`, sets (`sets.contains`), lists v3 (sort, distinct, flatten, slice) and two-variable
+comprehensions (`m.exists(k, v, ...)`); quantity() and semver() with their methods are here,
+the Kubernetes lists/regex/URL/IP/CIDR libraries in cel_library.py. A selector whose
+estimated cost is over the apiserver's limit is refused as it refuses it (cel_cost.py).
 
 Compiled once per distinct expression; evaluated once per distinct device (drivers publish
 many identical devices, so a 1,000-node cluster has a handful). Kubernetes behaviour kept:
@@ -24,6 +27,10 @@ from typing import Any
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
+from policies.dra import cel_library
+from policies.dra.cel_cost import CEL_SELECTOR_MAX_COST, cost
+from policies.dra.cel_library import CelError
+from policies.dra.cel_library import safe as _safe
 from policies.dra.objects import MAX_EXPRESSION, Device
 from policies.dra.reader import bounded_quantity
 from policies.dra.values import Version, parse_version
@@ -32,14 +39,16 @@ from policies.quantity import Number, QuantityError
 _Q = "k8s/quantity"
 _V = "k8s/semver"
 _STRING_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'" + r'|"(?:[^"\\]|\\.)*"')
+_NON_STRING_KEY = re.compile(
+    r"(?<![\w.])device\s*\.\s*(attributes|capacity)\s*\[\s*(true|false|-?\d[\d.]*u?)\s*\]")
 _DEVICE_FIELD = re.compile(r"(?<![\w.])device\s*\.\s*([A-Za-z_]\w*)")
 # What `device` has in a DRA selector (reference/dra.md §4.1); anything else fails to compile.
 DEVICE_FIELDS = frozenset({"driver", "attributes", "capacity", "allowMultipleAllocations"})
+# Kubernetes enables cross-type numeric ordering (`1 < 2.5`); cel-cpp's checker refuses it
+# and will not take a second declaration of `_<_`: such an expression is left unjudged.
+_CROSS_NUMERIC = re.compile(r"no matching overload for '_(?:<|<=|>|>=)_' applied to "
+                            r"'\((?:int|uint|double), (?:int|uint|double)\)'")
 _DOMAIN_LITERAL = re.compile(r"""['"]([a-z0-9]([-a-z0-9.]*[a-z0-9])?\.[a-z0-9.-]+)['"]""")
-
-
-class CelError(Exception):
-    """A runtime error inside one of our functions; cel-cpp reports it as an error value."""
 
 
 def _quantity_value(number: Number) -> dict[str, str]:
@@ -121,18 +130,6 @@ def _part(index: int) -> Callable[[Any], int]:
     return get
 
 
-def _safe(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """cel-cpp turns a Python exception into an error value; keep ours plain text."""
-    def call(*args: Any) -> Any:
-        try:
-            return fn(*args)
-        except CelError:
-            raise
-        except Exception as exc:  # any bug or odd input becomes a CEL runtime error
-            raise CelError(str(exc)[:200]) from exc
-    return call
-
-
 def _env() -> Any:
     t = cel.Type
     box = t.Map(t.STRING, t.DYN)
@@ -185,11 +182,17 @@ def _env() -> Any:
         methods("minor", t.INT, _part(1)),
         methods("patch", t.INT, _part(2)),
     ]
+    # cel-cpp's own extensions that the apiserver's base environment has (sets 1.29,
+    # two-variable comprehensions 1.32, lists v3 1.34), named as cel-cpp's config knows them.
+    config = cel.NewEnvConfigFromYaml(
+        "name: dra-selectors\nextensions:\n- name: sets\n- name: lists\n"
+        "- name: two-var-comprehensions\n")
     return cel.NewEnv(
+        config=config,
         variables={"device": t.DYN},
         extensions=[ext_bindings.ExtBindings(), ext_strings.ExtStrings(),
                     ext_optional.ExtOptional()],
-        functions=functions,
+        functions=[*functions, *cel_library.functions()],
     )
 
 
@@ -212,6 +215,7 @@ class Program:
     # cel-cpp refused it for nesting deeper than its fixed limit of 32, which Kubernetes
     # (cel-go) allows: we cannot judge it, so it is neither invalid nor evaluated.
     unsupported: bool = False
+    cost: int = 0  # the estimated worst-case cost (cel_cost.py); 0 when not compiled
 
 
 @lru_cache(maxsize=2048)
@@ -232,17 +236,34 @@ def compile_selector(expression: str) -> Program:
         if "recursion" in text.lower():
             return Program(expression, None, "nested deeper than gpupolicy's CEL engine can "
                            "follow (32 levels); not checked", domains, unsupported=True)
+        if _CROSS_NUMERIC.search(text):
+            return Program(expression, None, "orders numbers of different types (int, uint, "
+                           "double), which Kubernetes allows and gpupolicy's CEL engine "
+                           "cannot type-check; not checked", domains, unsupported=True)
         return Program(expression, None, _compiler_message(text), domains)
     if returned.name() not in ("bool", "BOOL", "dyn", "DYN"):
         return Program(expression, None, "must evaluate to bool or the unknown type, not "
                        f"{returned.name().lower()}", domains)
-    return Program(expression, compiled, "", domains)
+    try:
+        estimated = cost(compiled.serialize())
+    except Exception:  # an AST we cannot read: judge it by evaluating, as before
+        estimated = 0
+    if estimated > CEL_SELECTOR_MAX_COST:
+        return Program(expression, None, "Forbidden: too complex, exceeds cost limit",
+                       domains, cost=estimated)
+    return Program(expression, compiled, "", domains, cost=estimated)
 
 
 def _unknown_device_field(expression: str) -> str:
     """`device` is declared as an object in Kubernetes, so a field it lacks is a compile error
     there; cel-cpp sees a dyn here, so we check the names ourselves (outside string literals)."""
     code = _STRING_LITERAL.sub(lambda m: " " * len(m.group(0)), expression)
+    # device.attributes and device.capacity are maps keyed by domain strings
+    for match in _NON_STRING_KEY.finditer(code):
+        kind = "bool" if match.group(2) in ("true", "false") else \
+            ("double" if "." in match.group(2) else "int")
+        return (f"compilation failed: ERROR: <input>:1:{match.start(2)}: found no matching "
+                f"overload for '_[_]' applied to '(map(string, map(string, any)), {kind})'")
     for match in _DEVICE_FIELD.finditer(code):
         if match.group(1) not in DEVICE_FIELDS:
             column = match.start(1) + 1

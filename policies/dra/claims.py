@@ -144,7 +144,8 @@ def _clip(expression: str) -> str:
 
 
 _ATTRIBUTE = re.compile(
-    r"""device\s*\.\s*(attributes|capacity)\s*\[\s*(['"])([^'"]+)\2\s*\]\s*\.\s*([A-Za-z_]\w*)""")
+    r"""device\s*\.\s*(attributes|capacity)\s*\[\s*(['"])([^'"]+)\2\s*\]\s*\.\s*([A-Za-z_]\w*)\b"""
+    r"""(?!\s*\()""")  # a call (`.exists(k, v, ...)` on the domain's map) is not an attribute
 
 
 def unknown_attributes(claim: Claim, inventory: DraInventory) -> list[Problem]:
@@ -155,15 +156,31 @@ def unknown_attributes(claim: Claim, inventory: DraInventory) -> list[Problem]:
         if request.class_name not in inventory.classes:
             continue
         for selector in request.selectors:
+            tested = _presence_tested(selector.expression)
             for match in _ATTRIBUTE.finditer(selector.expression):
                 field, domain, name = match.group(1), match.group(3), match.group(4)
-                if _class_has(request.class_name, field, f"{domain}/{name}", inventory):
+                if (field, domain, name) in tested or \
+                        _class_has(request.class_name, field, f"{domain}/{name}", inventory):
                     continue
                 what = "attribute" if field == "attributes" else "capacity"
                 out.append(Problem(selector.path, f"{to_display(selector.path)}: no device of "
                                    f"class {request.class_name} has the {what} {domain}/{name}"
                                    ": the selector fails at allocation", "advice"))
     return out
+
+
+_HAS = re.compile(r"has\(\s*$")
+_IN = re.compile(r"""(['"])([A-Za-z_]\w*)\1\s+in\s+device\s*\.\s*(attributes|capacity)\s*"""
+                 r"""\[\s*(['"])([^'"]+)\4\s*\]""")
+
+
+def _presence_tested(expression: str) -> set[tuple[str, str, str]]:
+    """(field, domain, name) the selector tests with has() or `'name' in`: the safe presence
+    tests, which never fail on a device without the attribute."""
+    found = {(m.group(1), m.group(3), m.group(4)) for m in _ATTRIBUTE.finditer(expression)
+             if _HAS.search(expression[max(0, m.start() - 16):m.start()])}
+    found |= {(m.group(3), m.group(5), m.group(2)) for m in _IN.finditer(expression)}
+    return found
 
 
 def _class_has(class_name: str, field: str, qualified: str, inventory: DraInventory) -> bool:

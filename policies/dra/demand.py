@@ -9,10 +9,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from policies.decision import Unresolved
 from policies.dra.claims import Demand, GpuKind, devices_of, gpu_demand
 from policies.dra.objects import Claim
 from policies.dra.pools import DraInventory
-from policies.paths import FieldPath, to_display
+from policies.paths import FieldPath
 
 Claims = Mapping[tuple[str, str, str], Claim]
 
@@ -53,13 +54,14 @@ def claim_uses(spec: Mapping[str, Any], prefix: FieldPath, namespace: str, claim
 
 
 def unknown_claims(spec: Mapping[str, Any], prefix: FieldPath, namespace: str,
-                   claims: Claims) -> Iterator[str]:
-    """The claims a pod names that the inputs do not hold, as a note says it: the pod's GPUs
-    through them cannot be judged (a claim is not guessed at)."""
+                   claims: Claims) -> Iterator[Unresolved]:
+    """The claims a pod names that the inputs do not hold, at their resourceClaims entry: the
+    pod's GPUs through them cannot be judged (a claim is not guessed at)."""
     for path, _own, (kind, ns, name) in references(spec, prefix, namespace):
         if (kind, ns, name) not in claims:
-            yield (f"{to_display(path)}: {kind} {ns}/{name} is not known here (not among the "
-                   "inputs, or not watched yet), so the GPUs it may hold are not judged")
+            yield Unresolved(path, f"{kind} {ns}/{name} is not known here (not among the "
+                                   "inputs, or not watched yet), so the GPUs it may hold are "
+                                   "not judged")
 
 
 def references(spec: Mapping[str, Any], prefix: FieldPath, namespace: str

@@ -1,4 +1,9 @@
-"""ResourceSlice and DeviceClass (resource.k8s.io/v1) from untrusted dicts."""
+"""ResourceSlice and DeviceClass from untrusted dicts, in every version the apiserver serves
+(resource.k8s.io/v1, v1beta2, v1beta1), read into the one form the engine uses (v1's).
+
+v1beta2 has v1's shape. v1beta1 wraps each device's fields in `basic`
+(`devices[i].basic.attributes`); they are read from there, with their problems' paths where
+they are written. Any other apiVersion is an input error: its devices are not read."""
 
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ from policies.dra.objects import (
     qualify,
     typed_value,
 )
-from policies.dra.reader import Reader, read_meta, read_selectors
+from policies.dra.reader import V1BETA1, Reader, read_meta, read_selectors, served_version
 from policies.dra.values import AttributeValue, parse_version
 from policies.paths import FieldPath, to_display
 from policies.quantity import Number
@@ -32,6 +37,12 @@ def parse_slice(raw: Any) -> ResourceSlice:
     reader = Reader()
     obj = reader.mapping(raw, ())
     name, _ = read_meta(obj, reader)
+    version = served_version(obj, "ResourceSlice", reader)
+    if version is None:
+        return ResourceSlice(name=name, driver="", pool="", generation=0, slice_count=0,
+                             node_name=None, node_selector=None, all_nodes=False,
+                             per_device=False, devices=(), counters={},
+                             problems=tuple(reader.problems))
     spec = reader.mapping(obj.get("spec"), ("spec",))
     driver = reader.string(spec.get("driver"), ("spec", "driver"), required=True)
     pool = reader.mapping(spec.get("pool"), ("spec", "pool"))
@@ -60,7 +71,8 @@ def parse_slice(raw: Any) -> ResourceSlice:
             counters[set_name] = reader.quantities(entry.get("counters"), (*path, "counters"),
                                                    MAX_COUNTERS, wrapped=True)
     devices = tuple(
-        _device(entry, ("spec", "devices", i), driver, per_device, reader)
+        _device(*_body(entry, ("spec", "devices", i), version, reader), driver, per_device,
+                reader)
         for i, entry in reader.items(spec.get("devices"), ("spec", "devices"), MAX_DEVICES)
     )
     return ResourceSlice(
@@ -96,9 +108,25 @@ def _attribute(raw: Any, path: FieldPath, reader: Reader) -> AttributeValue | No
     return version
 
 
-def _device(raw: Mapping[str, Any], path: FieldPath, driver: str, per_device: bool,
-            reader: Reader) -> Device:
+_BASIC_FIELDS = ("attributes", "capacity", "consumesCounters", "taints", "nodeName",
+                 "nodeSelector", "allNodes", "allowMultipleAllocations")
+
+
+def _body(raw: Mapping[str, Any], path: FieldPath, version: str | None, reader: Reader
+          ) -> tuple[str, Mapping[str, Any], FieldPath]:
+    """(name, the mapping holding the device's fields, its path) in the slice's version."""
     name = reader.string(raw.get("name"), (*path, "name"), required=True)
+    if version != V1BETA1:
+        return name, raw, path
+    flat = [k for k in _BASIC_FIELDS if k in raw]
+    if flat:
+        reader.bad((*path, flat[0]), f"{to_display((*path, flat[0]))}: unknown field in "
+                   f"{V1BETA1}: its devices keep their fields under `basic`")
+    return name, reader.mapping(raw.get("basic"), (*path, "basic")), (*path, "basic")
+
+
+def _device(name: str, raw: Mapping[str, Any], path: FieldPath, driver: str, per_device: bool,
+            reader: Reader) -> Device:
     attributes: dict[str, AttributeValue] = {}
     attrs = reader.mapping(raw.get("attributes"), (*path, "attributes"))
     for key, value in list(attrs.items())[:MAX_ATTRIBUTES]:
@@ -192,7 +220,9 @@ def parse_device_class(raw: Any) -> DeviceClass:
     reader = Reader()
     obj = reader.mapping(raw, ())
     name, _ = read_meta(obj, reader)
-    spec = reader.mapping(obj.get("spec"), ("spec",))
+    # The three served versions give a DeviceClass the same shape.
+    version = served_version(obj, "DeviceClass", reader)
+    spec = reader.mapping(obj.get("spec"), ("spec",)) if version else {}
     selectors = read_selectors(spec.get("selectors"), ("spec", "selectors"), reader)
     extended = reader.string(spec.get("extendedResourceName"),
                              ("spec", "extendedResourceName")) or None

@@ -1,7 +1,8 @@
 """Which DRA devices each node sees, from ResourceSlices and DeviceClasses.
 
-A pool is (driver, pool name); only slices of its highest generation count, and only when all
-`resourceSliceCount` of them are there (an incomplete pool's devices are unusable, and any
+A pool is (driver, pool name); a node sees the highest generation among the pool's slices that
+reach it (as the allocator gathers pools per node), usable only when all `resourceSliceCount`
+slices of that generation are there (an incomplete pool's devices are unusable, and any
 `allocationMode: All` request fails on the node). Nodes that see devices of identical shape
 (attributes, capacity, counters, taints; names aside) form one NodeGroup and are checked once:
 1,000 nodes of four GPU models are four checks.
@@ -128,7 +129,7 @@ class DraInventory:
                 parsed_slices.append(one)
         labels = dict(nodes or {})
         scoped = _pools(parsed_slices)
-        for _pool, pool_slices in scoped:
+        for _pool, pool_slices in (g for gens in scoped for g in gens):
             for one in pool_slices:
                 if one.node_name and one.node_name not in labels:
                     labels[one.node_name] = {}
@@ -139,8 +140,8 @@ class DraInventory:
         # pools and at the few that select nodes by label, allNodes or per device.
         named: dict[str, list[int]] = {}
         wide: list[int] = []
-        for index, (_pool, pool_slices) in enumerate(scoped):
-            names = {s.node_name for s in pool_slices}
+        for index, generations in enumerate(scoped):
+            names = {s.node_name for _pool, pool_slices in generations for s in pool_slices}
             if None in names:
                 wide.append(index)
             for name in names - {None}:
@@ -150,10 +151,13 @@ class DraInventory:
             mine = sorted({*named.get(node, ()), *wide})
             views = []
             for index in mine:
-                pool, pool_slices = scoped[index]
-                view = _visible(pool, pool_slices, node, node_labels)
-                if view is not None:
-                    views.append(view)
+                # the newest generation among the slices this node sees, as the allocator
+                # gathers pools per node (a pool moving between nodes keeps serving the old)
+                for pool, pool_slices in scoped[index]:
+                    view = _visible(pool, pool_slices, node, node_labels)
+                    if view is not None:
+                        views.append(view)
+                        break
             seen = tuple(views)
             if not seen:
                 continue
@@ -187,23 +191,34 @@ def _neg(stamp: str) -> tuple[int, ...]:
     return tuple(-ord(c) for c in stamp)
 
 
-def _pools(slices: list[ResourceSlice]) -> list[tuple[Pool, list[ResourceSlice]]]:
+def _pools(slices: list[ResourceSlice]) -> list[list[tuple[Pool, list[ResourceSlice]]]]:
+    """Per pool, each generation's Pool and slices, newest first."""
     by_pool: dict[tuple[str, str], list[ResourceSlice]] = {}
     for one in slices:
         by_pool.setdefault((one.driver, one.pool), []).append(one)
-    scoped: list[tuple[Pool, list[ResourceSlice]]] = []
+    scoped: list[list[tuple[Pool, list[ResourceSlice]]]] = []
     # First-fit order of the allocator: pools by driver then name, slices by name.
     for (driver, name), members in sorted(by_pool.items()):
-        newest = max(s.generation for s in members)
-        current = sorted((s for s in members if s.generation == newest), key=lambda s: s.name)
-        counters: dict[str, Mapping[str, Number]] = {}
-        for one in current:
-            counters.update(one.counters)
-        devices = [d for one in current for d in one.devices]
-        pool = Pool(driver, name, newest, len(current), max(s.slice_count for s in current),
-                    tuple(devices), counters, _invalid(devices, counters))
-        scoped.append((pool, current))
+        scoped.append([_generation(driver, name, generation, members) for generation in
+                       sorted({s.generation for s in members}, reverse=True)])
     return scoped
+
+
+def _generation(driver: str, name: str, newest: int, members: list[ResourceSlice]
+                ) -> tuple[Pool, list[ResourceSlice]]:
+    """Generation `newest` of a pool: its devices, counters, and whether it is valid."""
+    current = sorted((s for s in members if s.generation == newest), key=lambda s: s.name)
+    counters: dict[str, Mapping[str, Number]] = {}
+    twice = ""  # a counter set defined by two slices makes the pool invalid
+    for one in current:
+        twice = twice or next((c for c in one.counters if c in counters), "")
+        counters.update(one.counters)
+    devices = [d for one in current for d in one.devices]
+    invalid = f"counter set {twice} is defined twice" if twice else \
+        _invalid(devices, counters)
+    pool = Pool(driver, name, newest, len(current), max(s.slice_count for s in current),
+                tuple(devices), counters, invalid)
+    return pool, current
 
 
 def _invalid(devices: list[Device], counters: Mapping[str, Mapping[str, Number]]) -> str:

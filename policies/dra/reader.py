@@ -107,6 +107,37 @@ class Reader:
         return out
 
 
+V1 = "resource.k8s.io/v1"
+V1BETA2 = "resource.k8s.io/v1beta2"
+V1BETA1 = "resource.k8s.io/v1beta1"
+SERVED = (V1, V1BETA2, V1BETA1)
+
+
+def served_version(obj: Mapping[str, Any], kind: str, reader: Reader) -> str | None:
+    """The object's apiVersion if the apiserver serves `kind` in it, else None with a problem.
+    An object with no apiVersion (built by hand, as tests and caches do) reads as v1."""
+    api = obj.get("apiVersion")
+    if api is None:
+        return V1
+    if api in SERVED:
+        return str(api)
+    shown = repr(api)[:80] if isinstance(api, str) else f"a {type(api).__name__}"
+    reader.bad(("apiVersion",), f"apiVersion: {shown}: {kind} is read in "
+               f"{', '.join(SERVED)}; convert it (kubectl get -o yaml returns the served "
+               "version)")
+    return None
+
+
+def unserved_dra_version(obj: Mapping[str, Any]) -> str:
+    """Why a ResourceSlice or DeviceClass cannot be read ("" when it can): its apiVersion is
+    not one the apiserver serves it in."""
+    if obj.get("kind") not in ("ResourceSlice", "DeviceClass"):
+        return ""
+    reader = Reader()
+    served_version(obj, str(obj.get("kind")), reader)
+    return f"{obj.get('kind')}: {reader.problems[0].message}" if reader.problems else ""
+
+
 _BIG_EXPONENT = re.compile(r"[eE][+-]?0*[0-9]{3,}")
 
 

@@ -14,6 +14,7 @@ from policies.dra.pools import Pool
 from policies.quantity import Number
 
 STEP_BUDGET = 20_000
+MAX_DEVICES_PER_CLAIM = 32  # devices one claim's allocation may hold (AllocationResultsMaxSize)
 
 
 class Budget:
@@ -59,6 +60,9 @@ class Search:
         self.label = label
         self.units = units
         self.used: dict[int, int] = {}
+        # (claim, device) -> times taken: one claim never gets a device twice, admin access
+        # or not (only separate claims share a device through admin access)
+        self.in_claim: dict[tuple[int, int], int] = {}
         self.counters: dict[tuple[int, str], dict[str, Number]] = {}
         for index, pool in enumerate(pools):
             for name, amounts in pool.counters.items():
@@ -66,6 +70,14 @@ class Search:
         self.capacity: dict[int, dict[str, Number]] = {}
         # claim index -> constraint index -> chosen typed values
         self.values: dict[tuple[int, int], list[Any]] = {}
+        # devices each claim holds so far, and the fewest the claim's later requests need:
+        # an alternative that would take the claim past its limit is not tried at all
+        self.held: dict[int, int] = {}
+        self.later: list[int] = []
+        for unit in range(len(units)):
+            claim = units[unit][0].claim
+            self.later.append(sum(min(_need(a) for a in units[u]) for u in
+                                  range(unit + 1, len(units)) if units[u][0].claim == claim))
         self.picked_alts: list[Alt] = []
         self.picked_devices: dict[Alt, tuple[int, ...]] = {}
         self.deepest = -1
@@ -79,10 +91,16 @@ class Search:
         for alt in self.units[unit]:
             if alt.reason:
                 continue
+            need = _need(alt)
+            held = self.held.get(alt.claim, 0)
+            if held + need + self.later[unit] > MAX_DEVICES_PER_CLAIM:
+                self._block("claim-limit")
+                continue
             self.picked_alts.append(alt)
-            need = len(alt.candidates) if alt.request.mode == "All" else alt.request.count
+            self.held[alt.claim] = held + need
             if self._pick(unit, alt, need, 0, []):
                 return True
+            self.held[alt.claim] = held
             self.picked_alts.pop()
         return False
 
@@ -127,7 +145,8 @@ class Search:
         device = flat.device
         request = alt.request
         admin = request.admin_access
-        if not admin and self.used.get(index) and not device.allow_multiple:
+        if not device.allow_multiple and (
+                self.in_claim.get((alt.claim, index)) or (not admin and self.used.get(index))):
             self._block("taken")
             return None
         consumed: dict[str, Number] = {}
@@ -139,7 +158,9 @@ class Search:
                 if consumed[name] > left.get(name, 0):
                     self._block("capacity")
                     return None
-        if not admin:
+        # A device consumes its counters once, however many requests share it.
+        first_use = not admin and not self.used.get(index)
+        if first_use:
             for counter_set, amounts in device.consumes:
                 have = self.counters.get((flat.pool_index, counter_set), {})
                 for name, amount in amounts.items():
@@ -149,26 +170,30 @@ class Search:
         touched = self._constraints(alt, device)
         if touched is None:
             return None
+        mine = (alt.claim, index)
+        self.in_claim[mine] = self.in_claim.get(mine, 0) + 1
         if not admin:
             self.used[index] = self.used.get(index, 0) + 1
+        if first_use:
             for counter_set, amounts in device.consumes:
                 have = self.counters[(flat.pool_index, counter_set)]
                 for name, amount in amounts.items():
                     have[name] -= amount
-            if consumed:
-                for name, amount in consumed.items():
-                    self.capacity[index][name] -= amount
+        for name, amount in consumed.items():
+            self.capacity[index][name] -= amount
 
         def undo() -> None:
             for key in touched:
                 self.values[key].pop()
+            self.in_claim[mine] -= 1
             if admin:
                 return
             self.used[index] -= 1
-            for counter_set, amounts in device.consumes:
-                have = self.counters[(flat.pool_index, counter_set)]
-                for name, amount in amounts.items():
-                    have[name] += amount
+            if first_use:
+                for counter_set, amounts in device.consumes:
+                    have = self.counters[(flat.pool_index, counter_set)]
+                    for name, amount in amounts.items():
+                        have[name] += amount
             for name, amount in consumed.items():
                 self.capacity[index][name] += amount
         return undo
@@ -212,10 +237,17 @@ class Search:
             _, pool, counter_set, name = counter.split(":", 3)
             return (f"{label}shared counter {name} of counter set {counter_set} in pool "
                     f"{pool} is exhausted: the partitions requested overlap")
+        if "claim-limit" in self.blocked:
+            return (f"{label}no choice of alternatives keeps the claim within "
+                    f"{MAX_DEVICES_PER_CLAIM} devices")
         if "capacity" in self.blocked:
             return f"{label}the devices' remaining capacity does not cover the requests"
         return (f"{label}the requests together need more devices than match "
                 f"({devices_text(len(alt.candidates))} for {alt.request.name})")
+
+
+def _need(alt: Alt) -> int:
+    return len(alt.candidates) if alt.request.mode == "All" else alt.request.count
 
 
 def devices_text(n: int) -> str:

@@ -81,6 +81,7 @@ _MODULES: tuple[ModuleType, ...] = (
     dra_claim_invalid,
     dra_claim_shared_by_replicas,
     dra_device_class_not_allowed,
+    dra_device_class_unknown,
     gpu_no_matching_hardware,
     dra_no_matching_device,
 )
@@ -107,6 +108,8 @@ CLUSTER_RULES: tuple[ModuleType, ...] = (shared_gpu_over_limit,)
 
 RULES: dict[str, ModuleType] = {m.ID: m for m in (*_MODULES, *CLAIM_RULES, *CLUSTER_RULES)}
 INTRINSIC_RULES = tuple(m for m in _MODULES if m.INTRINSIC)
+# Rule ids that state facts: errors in every report whatever the policy's mode.
+FACTS = frozenset(m.ID for m in (*_MODULES, *CLAIM_RULES) if m.INTRINSIC)
 POLICY_RULES = tuple(m for m in _MODULES if not m.INTRINSIC)
 
 

@@ -4,11 +4,16 @@
 of the pod's `spec.resourceClaims` (refused too), each at its field path. An entry whose
 `request` is not a request of the claim is accepted, and the pod never starts: also reported.
 So is a Pod that sets `spec.nodeName` and has claims: it bypasses the scheduler, which is what
-allocates claims and reserves them for the pod, so the kubelet never starts it.
+allocates claims and reserves them for the pod, so the kubelet never starts it. A
+`spec.resourceClaims` entry must name exactly one of `resourceClaimName` and
+`resourceClaimTemplateName` (the API server's words): the `source:` wrapper of Kubernetes
+before 1.31 is no longer read, so such an entry is refused, whatever the claim it meant holds.
 
 FAIL: `requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 64}}]`;
   `resources.claims: [{name: gpus}]` in a pod whose resourceClaims name only `gpu`
-PASS: `count: 8`; `resources.claims: [{name: gpu, request: gpu}]`
+  `resourceClaims: [{name: gpu, source: {resourceClaimTemplateName: one-gpu}}]`
+PASS: `count: 8`; `resources.claims: [{name: gpu, request: gpu}]`;
+  `resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]`
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ from policies.context import Context
 from policies.decision import Finding
 from policies.display import shown
 from policies.model import GPUPolicy
+from policies.paths import to_display
 from policies.view import ClaimView, PodView
 
 ID = "dra-claim-invalid"
 INTRINSIC = True
+_SOURCES = ("resourceClaimName", "resourceClaimTemplateName")
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
@@ -35,6 +42,7 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
                       "scheduler allocates a pod's ResourceClaims: the kubelet will not start "
                       "it; select the node with nodeSelector kubernetes.io/hostname instead",
                       view.at("nodeName"))
+    yield from source_problems(view)
     names = {n for r in refs if isinstance(r, dict) and isinstance(n := r.get("name"), str)} \
         if isinstance(refs, list) else set()
     requests = {u.name: {s.name for s in u.claim.requests} for u in view.demand.claims}
@@ -53,6 +61,33 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
                               f"request of the claim {name} names ("
                               f"{', '.join(sorted(requests[name])) or 'none'}): the pod "
                               "cannot start", (*here, "request"))
+
+
+def source_problems(view: PodView) -> Iterator[Finding]:
+    """Entries of spec.resourceClaims naming neither or both of the claim and the template,
+    as the API server refuses them (validatePodResourceClaimSource)."""
+    refs = view.spec.get("resourceClaims")
+    for index, entry in enumerate(refs if isinstance(refs, list) else ()):
+        if not isinstance(entry, dict):
+            continue
+        named = [k for k in _SOURCES if entry.get(k) is not None]
+        here = view.at("resourceClaims", index)
+        shown_at = to_display(here)
+        if not named:
+            old = entry.get("source")
+            hint = (f"; the source: wrapper is not read since Kubernetes 1.31: write "
+                    f"{_hint(old)} in the entry itself" if isinstance(old, dict) else "")
+            yield Finding(ID, f"{shown_at}: must specify one of: `resourceClaimName`, "
+                          f"`resourceClaimTemplateName`{hint}", here)
+        elif len(named) > 1:
+            yield Finding(ID, f"{shown_at}: at most one of `resourceClaimName` or "
+                          "`resourceClaimTemplateName` may be specified", here)
+
+
+def _hint(source: dict[Any, Any]) -> str:
+    found = [f"{k}: {source[k]}" for k in _SOURCES
+             if isinstance(source.get(k), str) and source[k].isprintable() and len(source[k]) < 254]
+    return ", ".join(found) or "resourceClaimName or resourceClaimTemplateName"
 
 
 def check_claim(view: ClaimView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

@@ -35,6 +35,8 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     if not policy.spec.rules.require_hardware_match or dra is None or context.inventory is None \
             or not view.demand.claims:
         return
+    if any(unknown_classes(u.claim, dra.classes) for u in view.demand.claims):
+        return  # the pod waits for the class (dra-device-class-unknown): not judged before
     results = pod_verdicts(view, context.inventory, dra,
                            context.allowed_models(view.namespace))
     if not any(v.fits for v in results):

@@ -38,7 +38,7 @@ def test_json_is_the_default_format() -> None:
 def test_unknown_format_is_a_usage_error() -> None:
     out, err = io.StringIO(), io.StringIO()
     assert cli.run(["schema", "--format", "openapi"], out, err) == 2
-    assert "invalid choice: 'openapi'" in err.getvalue()  # argparse's own message
+    assert "--format openapi: unknown format; choose one of json, crd" in err.getvalue()
 
 
 @pytest.mark.parametrize(
@@ -78,3 +78,45 @@ def test_bundled_defaults_validate_against_both() -> None:
     for doc in docs:
         jsonschema.validate(doc, json_schema)
         jsonschema.Draft4Validator(crd).validate(doc)
+
+
+def _without_description(node: object, path: str = "") -> list[str]:
+    """Every property of a schema node, at any depth, that carries no description."""
+    if isinstance(node, list):
+        return [p for item in node for p in _without_description(item, path)]
+    if not isinstance(node, dict):
+        return []
+    missing = []
+    for name, sub in (node.get("properties") or {}).items():
+        here = f"{path}.{name}" if path else name
+        if not (isinstance(sub, dict) and (sub.get("description") or "$ref" in sub)):
+            missing.append(here)
+        missing += _without_description(sub, here)
+    for key in ("items", "additionalProperties", "anyOf"):
+        if key in node:
+            missing += _without_description(node[key], path)
+    return missing
+
+
+def test_every_field_of_the_crd_is_described() -> None:
+    """`kubectl explain gpupolicy.spec.rules` prints each field's description from the CRD."""
+    import yaml
+
+    out, err = io.StringIO(), io.StringIO()
+    assert cli.run(["schema", "-o", "crd"], out, err) == 0
+    root = yaml.safe_load(out.getvalue())["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    spec = root["properties"]["spec"]
+    assert _without_description(spec, "spec") == []
+    assert "maxGPUsPerPod" in spec["properties"]["rules"]["properties"]
+    assert spec["properties"]["rules"]["properties"]["maxGPUsPerPod"]["description"].startswith(
+        "At most this many whole GPUs per pod")
+
+
+def test_every_field_of_the_json_schema_is_described() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    assert cli.run(["schema"], out, err) == 0
+    schema = json.loads(out.getvalue())
+    missing = [f"{name}: {p}" for name, definition in schema["$defs"].items()
+               for p in _without_description(definition)]
+    assert missing == []
+    assert _without_description(schema) == []

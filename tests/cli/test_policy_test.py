@@ -171,7 +171,7 @@ def test_resource_not_found_is_an_error_not_a_pass(tmp_path: Path) -> None:
 # Invalid suites: exit 2, and the message names file, line and field.
 INVALID = [
     ("unknown field", case("  - {resource: Pod/ml/gpu, alowed: true}\n"),
-     ":7: cases[0].alowed: unknown field"),
+     ":7: cases[0].alowed: unknown field; did you mean allowed?"),
     ("bad apiVersion", HEADER.replace("gpupolicy.io/v1alpha1", "gpupolicy.io/v1") + PASSING,
      ":1: apiVersion: expected 'gpupolicy.io/v1alpha1', got 'gpupolicy.io/v1'"),
     ("missing resources file", HEADER.replace("[pods.yaml]", "[pods.yaml, gone.yaml]") + PASSING,
@@ -195,7 +195,11 @@ INVALID = [
     ("bad resource name", case("  - {resource: ml/gpu/x/y, allowed: true}\n"),
      ":7: cases[0].resource: expected KIND/NAMESPACE/NAME or KIND/NAME, got 'ml/gpu/x/y'"),
     ("allowed not a bool", case("  - {resource: Pod/ml/gpu, allowed: maybe}\n"),
-     ":7: cases[0].allowed: Input should be a valid boolean"),
+     ':7: cases[0].allowed: must be a boolean (true or false), not string "maybe"'),
+    ("allowed a string", case("  - {resource: Pod/ml/gpu, allowed: 'false'}\n"),
+     ':7: cases[0].allowed: must be a boolean (true or false), not string "false"'),
+    ("mutates a string", case("  - {resource: Pod/ml/gpu, mutates: 'yes'}\n"),
+     ':7: cases[0].mutates: must be a boolean (true or false), not string "yes"'),
     ("duplicate key", case("  - {resource: Pod/ml/gpu, allowed: true, allowed: false}\n"),
      ":7:"),
 ]
@@ -207,17 +211,21 @@ def test_invalid_suite(tmp_path: Path, suite: str, message: str) -> None:
     path = write(tmp_path, suite)
     code, out, err = gpupolicy(str(path))
     assert code == 2
-    assert f"gpupolicy test: invalid suite: {path}" in err
-    assert message in err, err
-    assert "Traceback" not in err
-    assert out.splitlines()[-1].endswith("0 passed, 0 failed, 1 errors")
+    # said once, in the report, in file order and the user's words
+    assert f"  ERROR {path}" in out and err == "", err
+    assert message in out, out
+    assert "Input should" not in out and "Traceback" not in err
+    assert out.splitlines()[-1].endswith("0 passed, 0 failed, 1 error")
+    # with the report elsewhere (JUnit, a file), stderr says it
+    code, out, err = gpupolicy("-o", "junit", str(path))
+    assert code == 2 and f"gpupolicy test: invalid suite: {path}" in err and message in err
 
 
 def test_resource_given_twice(tmp_path: Path) -> None:
     path = write(tmp_path, HEADER.replace("[pods.yaml]", "[pods.yaml, pods.yaml]") + PASSING)
-    code, _, err = gpupolicy(str(path))
+    code, out, _ = gpupolicy(str(path))
     assert code == 2
-    assert f"{path}:5: resources[1]: " in err and "Pod/ml/gpu is given twice" in err
+    assert f"{path}:5: resources[1]: " in out and "Pod/ml/gpu is given twice" in out
 
 
 @pytest.mark.parametrize(
@@ -234,9 +242,9 @@ def test_paths_without_suites(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.chdir(tmp_path)
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    code, _, err = gpupolicy(*args)
+    code, out, err = gpupolicy(*args)
     assert code == 2
-    assert message in err
+    assert message in out + err
 
 
 def test_directory_runs_every_suite_and_policies_are_relative(tmp_path: Path) -> None:
@@ -313,7 +321,7 @@ def test_junit(tmp_path: Path) -> None:
 def test_output_file(tmp_path: Path) -> None:
     path = write(tmp_path, HEADER + PASSING)
     report = tmp_path / "junit.xml"
-    code, out, _ = gpupolicy("-o", "junit", "--output", str(report), str(path))
+    code, out, _ = gpupolicy("-o", "junit", "--output-file", str(report), str(path))
     assert (code, out) == (0, "")
     assert _junit(report.read_text()).get("tests") == "3"
 
@@ -377,9 +385,9 @@ def test_resources_go_through_the_hardened_reader(tmp_path: Path, pods: str,
                                                   message: str) -> None:
     path = write(tmp_path, HEADER + PASSING)
     (tmp_path / "pods.yaml").write_text(pods)
-    code, _, err = gpupolicy(str(path))
+    code, out, err = gpupolicy(str(path))
     assert code == 2
-    assert f"{path}:5: resources[0]: " in err and message in err, err
+    assert f"{path}:5: resources[0]: " in out and message in out, out
     assert "Traceback" not in err
 
 
@@ -390,8 +398,8 @@ def test_resources_go_through_the_hardened_reader(tmp_path: Path, pods: str,
         (["-o", "junit", "-f", "."], 0, '<testsuites name="gpupolicy test" tests="3" '
                                         'failures="0" errors="0">'),
         ([], 0, "  PASS  Pod/web"),  # the current directory
-        (["-o", "report.xml", "."], 2, "did you mean --output report.xml?"),
-        (["-o", "sarif", "."], 2, "unknown format 'sarif'; choose one of text, junit"),
+        (["-o", "report.xml", "."], 2, "-o report.xml: did you mean --output-file report.xml?"),
+        (["-o", "sarif", "."], 2, "-o sarif: unknown format; choose one of text, json, junit"),
         (["-f", "junit"], 2, "'junit' is a format: did you mean -o junit"),
     ],
 )
@@ -479,3 +487,47 @@ def test_a_suite_judges_pods_with_claims_and_claims_themselves(
     passed = [line.strip() for line in out.splitlines() if line.startswith("  PASS")]
     assert passed == [f"PASS  {line.split('resource: ')[1].split(',')[0]}"
                       for line in cases.splitlines() if "resource:" in line]
+
+
+def test_load_errors_once_in_file_order(tmp_path: Path) -> None:
+    path = write(tmp_path, HEADER.replace("inventory: nodes.yaml\n", "") + (
+        "policies: []\ncases:\n  - {resource: Pod/ml/gpu, allowed: maybe}\n"))
+    code, out, err = gpupolicy(str(path))
+    assert code == 2 and err == ""
+    errors = [int(line.split(f"{path}:", 1)[1].split(":", 1)[0]) for line in out.splitlines()
+              if f"{path}:" in line]
+    assert len(errors) >= 2 and errors == sorted(errors), out
+    assert "cases: must not be empty" not in out  # the item's problem, not pydantic's echo
+
+
+def test_a_lowercase_kind_names_the_resource_as_explain_does(tmp_path: Path) -> None:
+    path = write(tmp_path, case("  - {resource: pod/ml/gpu, allowed: true}\n"
+                                "  - {resource: POD/web, allowed: true}\n"))
+    code, out, err = gpupolicy(str(path))
+    assert (code, err) == (0, ""), out
+    assert "  PASS  pod/ml/gpu" in out.splitlines()
+
+
+def test_two_cases_on_one_resource_have_two_names(tmp_path: Path) -> None:
+    path = write(tmp_path, case(
+        "  - {resource: Pod/ml/gpu, allowed: true}\n"
+        "  - {resource: Pod/ml/gpu, description: no rule fires, rules: []}\n"
+        "  - {resource: Pod/ml/huge, allowed: false}\n"))
+    code, out, _ = gpupolicy(str(path))
+    assert code == 0, out
+    assert out.splitlines()[1:4] == ["  PASS  Pod/ml/gpu (case 1)",
+                                     "  PASS  Pod/ml/gpu (case 2: no rule fires)",
+                                     "  PASS  Pod/ml/huge"]
+    code, out, _ = gpupolicy("-o", "junit", str(path))
+    names = [c.get("name") for c in ET.fromstring(out).iter("testcase")]
+    assert len(names) == len(set(names)) == 3
+
+
+def test_json_report(tmp_path: Path) -> None:
+    import json
+
+    path = write(tmp_path, HEADER + PASSING)
+    code, out, _ = gpupolicy("-o", "json", str(path))
+    body = json.loads(out)
+    assert code == 0 and body["summary"]["passed"] == body["summary"]["tests"] >= 1
+    assert body["suites"][0]["cases"][0]["status"] == "PASS"

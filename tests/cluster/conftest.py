@@ -14,7 +14,7 @@ from webhook.cluster.client import WatchSettings, api_client
 
 # Short timeouts so reconnects, back-off and watch renewal all happen within a test.
 FAST = WatchSettings(page_size=2, watch_timeout=2, connect_timeout=1.0, read_timeout=5.0,
-                     backoff_initial=0.05, backoff_max=0.2)
+                     idle_timeout=4.0, quiet_period=1.0, backoff_initial=0.05, backoff_max=0.2)
 
 
 @pytest.fixture

@@ -9,7 +9,13 @@ the listener on the same port, and fail the next requests.
 
 Any `group/version` + plural that has objects is served; paths of kinds never added get 404,
 like a CRD that is not installed. `GET /apis` (API discovery) answers an APIGroupList of the
-groups served so far, each group's preferred version the first one registered.
+groups served so far, each group's preferred version the first one registered, and
+`GET /apis/<group>/<version>` the APIResourceList of that group/version (404 when none).
+
+Faults (`inject(Fault(...))`, see Fault): error answers to chosen requests (a 404 burst on one
+resource, a failure on later list pages only), watches that send their headers and then
+nothing, and `add(..., unreadable=LINE)`: a change whose watch event is a malformed line,
+kept in the history like any event so every watch resumed from before it gets it again.
 """
 
 from __future__ import annotations
@@ -19,10 +25,12 @@ import bisect
 import contextlib
 import copy
 import json
+import select
 import socket
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -49,6 +57,37 @@ def plural_of(kind: str) -> str:
 def group_version(api_version: str) -> tuple[str, str]:
     group, _, version = api_version.rpartition("/")
     return group, version
+
+
+REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
+           409: "Conflict", 410: "Expired", 429: "TooManyRequests", 500: "InternalError",
+           503: "ServiceUnavailable", 504: "Timeout"}
+
+
+@dataclass
+class Fault:
+    """A misbehaviour for the GET requests that match: `path` (exact, None: any), `watch`
+    (True: watches only, False: lists and gets only, None: both), `query` (a substring of the
+    query string, e.g. "continue=" for the pages after the first). The next `count` matching
+    requests take it (-1: every one until `clear_faults()`).
+
+    `status`: answer it with a Status body (e.g. 404 NotFound, as a restarted API server
+    answers for a custom resource until its CRD informer has synced); `silent=True` (watches):
+    send 200 and the headers, then nothing at all until the client goes."""
+
+    status: int = 500
+    count: int = 1
+    path: str | None = None
+    watch: bool | None = None
+    query: str = ""
+    silent: bool = False
+    taken: int = 0  # how many requests it answered
+
+    def matches(self, path: str, query: str, watch: bool) -> bool:
+        return (self.count != 0
+                and (self.path is None or self.path.rstrip("/") == path.rstrip("/"))
+                and (self.watch is None or self.watch == watch)
+                and self.query in query)
 
 
 class _Resource:
@@ -146,6 +185,7 @@ class FakeAPIServer(_Writes):
         self.bookmark_interval = bookmark_interval
         self.requests: list[str] = []  # "GET path?query", for assertions
         self.discovery: bytes | None = None  # the body of `GET /apis` instead of the real one
+        self._faults: list[Fault] = []
         self._watch_sockets: set[socket.socket] = set()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -204,8 +244,10 @@ class FakeAPIServer(_Writes):
 
     # ---- changing the cluster ----------------------------------------------------------
 
-    def add(self, obj: dict[str, Any], event: str = "ADDED") -> dict[str, Any]:
-        """Create or replace an object; it gets the next resourceVersion."""
+    def add(self, obj: dict[str, Any], event: str = "ADDED",
+            unreadable: bytes | None = None) -> dict[str, Any]:
+        """Create or replace an object; it gets the next resourceVersion. `unreadable`: the
+        watch event of this change is that line instead (a list shows the object)."""
         obj = copy.deepcopy(obj)
         with self._lock:
             res = self._resource_for(obj, create=True)
@@ -220,7 +262,10 @@ class FakeAPIServer(_Writes):
                 res.sorted_keys = None
             res.objects[key] = obj
             res.encoded.pop(key, None)
-            res.events.append((self.rv, kind, obj))
+            if unreadable is not None:
+                res.events.append((self.rv, "RAW", {"metadata": meta, "raw": unreadable}))
+            else:
+                res.events.append((self.rv, kind, obj))
             self._lock.notify_all()
             return obj
 
@@ -283,6 +328,44 @@ class FakeAPIServer(_Writes):
         with self._lock:
             self._failures.extend([(status, path)] * count)
 
+    def inject(self, fault: Fault) -> Fault:
+        """Misbehave as `fault` says (checked before fail_next's failures); returns it, so a
+        test can read `taken` or set `count = 0` to end it."""
+        with self._lock:
+            self._faults.append(fault)
+        return fault
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            for fault in self._faults:
+                fault.count = 0
+            self._faults.clear()
+
+    def _fault(self, path: str, query: str, watch: bool) -> Fault | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault.matches(path, query, watch):
+                    fault.count -= fault.count > 0
+                    fault.taken += 1
+                    return fault
+            return None
+
+    def _resources_of(self, path: str) -> dict[str, Any] | None:
+        """The APIResourceList of `/apis/<group>/<version>`, None when nothing is served there."""
+        parts = [p for p in path.split("/") if p]
+        if len(parts) != 3 or parts[0] != "apis":
+            return None
+        with self._lock:
+            served = [r for (g, v, _), r in self._resources.items()
+                      if (g, v) == (parts[1], parts[2])]
+        if not served:
+            return None
+        return {"kind": "APIResourceList", "apiVersion": "v1",
+                "groupVersion": f"{parts[1]}/{parts[2]}",
+                "resources": [{"name": r.plural, "singularName": r.kind.lower(),
+                               "namespaced": r.namespaced, "kind": r.kind,
+                               "verbs": ["get", "list", "watch"]} for r in served]}
+
     def active_watches(self) -> int:
         with self._lock:
             return len(self._watch_sockets)
@@ -343,6 +426,15 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         self.api.requests.append(f"GET {self.path}")
+        fault = self.api._fault(url.path, url.query,
+                                query.get("watch") in ("true", "True", "1"))
+        if fault is not None and fault.silent:
+            self._silent()
+            return
+        if fault is not None:
+            reason = REASONS.get(fault.status, "InternalError")
+            self._json(fault.status, _status(fault.status, reason, f"injected {reason}"))
+            return
         failure = self.api._take_failure(url.path)
         if failure is not None:
             self._json(failure, _status(failure, "InternalError", "injected failure"))
@@ -352,6 +444,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, self.api.discovery)
             else:
                 self._json(200, self.api._discovery())
+            return
+        resources = self.api._resources_of(url.path)
+        if resources is not None:
+            self._json(200, resources)
             return
         parsed = self._route(url.path)
         if parsed is None:
@@ -542,7 +638,9 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             while True:
                 for kind, obj in backlog:
-                    if kind in ("ERROR", "BOOKMARK") or _in(obj, namespace):
+                    if kind == "RAW":
+                        self._raw(obj["raw"])
+                    elif kind in ("ERROR", "BOOKMARK") or _in(obj, namespace):
                         self._chunk({"type": kind, "object": _full(res, obj)})
                     if kind == "ERROR":
                         self._end()
@@ -584,6 +682,39 @@ class _Handler(BaseHTTPRequestHandler):
             with api._lock:
                 api._watch_sockets.discard(sock)
             self.close_connection = True
+
+    def _silent(self) -> None:
+        """A watch answered with 200 and its headers, then nothing until the client closes
+        the connection (or drop_watches / stop)."""
+        api = self.api
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+        sock = self.connection
+        with api._lock:
+            api._watch_sockets.add(sock)
+            generation = api._drop_generation
+        try:
+            while True:
+                with api._lock:
+                    if api._drop_generation != generation:
+                        return
+                readable, _, _ = select.select([sock], [], [], 0.05)
+                if readable and not sock.recv(1, socket.MSG_PEEK):
+                    return  # the client gave up
+        except OSError:
+            return
+        finally:
+            with api._lock:
+                api._watch_sockets.discard(sock)
+            self.close_connection = True
+
+    def _raw(self, line: bytes) -> None:
+        data = line + b"\n"
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
 
     def _chunk(self, event: dict[str, Any]) -> None:
         data = json.dumps(event).encode() + b"\n"

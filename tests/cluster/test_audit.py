@@ -15,6 +15,7 @@ import yaml
 from policies.engine import namespace_of
 from tests.cluster.conftest import gpupolicy, namespace
 from tests.cluster.fakeapi import FakeAPIServer
+from tests.lint import sarif_rules
 from webhook.cli import run as cli
 from webhook.cluster.listing import BUILT_IN, CUSTOM, audited_kind
 from webhook.inputs import sources
@@ -263,7 +264,8 @@ def test_unreachable_cluster_is_a_clear_error(tmp_path):
     server.stop()
     code, _out, err = gpupolicy_cli("audit", "--kubeconfig", config)
     assert code == 2
-    assert "cannot reach the API server" in err and "Traceback" not in err
+    assert "was refused - did you specify the right host or port?" in err
+    assert "Traceback" not in err and "HTTPConnection" not in err
 
 
 # The two report APIs, as their API references define them (wgpolicyk8s.io/v1alpha2 and
@@ -346,26 +348,15 @@ def test_a_clean_audit_writes_empty_reports_that_clear_old_ones(api_server, kube
     assert {(r["policy"], r["result"]) for r in docs[1]["results"]} >= {("max-one", "pass")}
 
 
-@pytest.mark.parametrize("fmt", ["table", "json", "sarif", "policyreport"])
+@pytest.mark.parametrize("fmt", ["table", "text", "json", "policyreport"])
 def test_every_format_renders_and_progress_stays_off_a_pipe(api_server, kubeconfig, fmt):
     _load(api_server, [namespace("team-a"), *_nodes(), _pod("p", node="t4-1"),
                        _pod("q", gpus=16, phase="Pending")])
     code, out, err = gpupolicy_cli("audit", "--kubeconfig", kubeconfig, "-o", fmt)
     assert code == 1, err  # q asks for 16 GPUs: no node has them
     assert "\r" not in err
-    if fmt == "table":
+    if fmt in ("table", "text"):
         assert "POLICY" in out and "gpu-defaults" in out and "Pending" in out
-    elif fmt == "sarif":
-        log = json.loads(out)
-        schema = json.loads((Path(__file__).parent.parent / "lint" / "sarif-schema-2.1.0.json")
-                            .read_text(encoding="utf-8"))
-        errors = [e.message for e in jsonschema.validators.validator_for(schema)(schema)
-                  .iter_errors(log)]
-        assert errors == []
-        run = log["runs"][0]
-        rules = [r["id"] for r in run["tool"]["driver"]["rules"]]
-        assert {"gpu-pod-pending", "gpu-no-matching-hardware"} <= set(rules)
-        assert all(rules[r["ruleIndex"]] == r["ruleId"] for r in run["results"])
     elif fmt == "json":
         assert json.loads(out)["summary"]["pods"] == 2
     else:
@@ -411,6 +402,32 @@ def test_shared_gpu_facts_go_to_a_cluster_policy_report(api_server, kubeconfig):
     assert "namespace" not in report["metadata"]
 
 
+def test_a_live_audit_refuses_sarif(api_server, kubeconfig):
+    """Code scanning needs a file and line for every result; cluster objects have none."""
+    code, out, err = gpupolicy_cli("audit", "--kubeconfig", kubeconfig, "-o", "sarif")
+    assert code == 2 and out == ""
+    assert "gpupolicy audit: -o sarif needs files: code scanning needs a file and line" in err
+
+
+def test_offline_sarif_places_a_pending_pod_at_its_document(tmp_path):
+    """The offline audit's Pending-pod results had no location: GitHub rejected the upload."""
+    dump = tmp_path / "dump.yaml"
+    dump.write_text("# pods\n" + yaml.safe_dump_all(
+        [*_nodes(), _pod("p", node="t4-1"), _pod("q", gpus=16, phase="Pending")],
+        sort_keys=False), encoding="utf-8")
+    code, out, err = gpupolicy_cli("audit", "-o", "sarif", str(dump))
+    assert code == 1, err
+    log = json.loads(out)
+    assert sarif_rules.problems(log) == []
+    pending = [r for r in log["runs"][0]["results"] if r["ruleId"] == "gpu-pod-pending"]
+    assert len(pending) == 1
+    (location,) = pending[0]["locations"]
+    start = location["physicalLocation"]["region"]["startLine"]
+    document = dump.read_text().splitlines()[start - 1]
+    assert document.startswith("apiVersion") or document.startswith("---"), document
+    assert "left out of the SARIF log" not in err
+
+
 def test_offline_audit_sarif_gives_file_and_line_as_lint_does(tmp_path):
     pod = tmp_path / "pods.yaml"
     pod.write_text("# two pods\n" + yaml.safe_dump_all(
@@ -422,6 +439,7 @@ def test_offline_audit_sarif_gives_file_and_line_as_lint_does(tmp_path):
         "spec: {rules: {maxGPUsPerPod: 2}}\n")
     code, out, err = gpupolicy_cli("audit", "--policies", str(policies), "-o", "sarif", str(pod))
     assert code == 1, err
+    assert sarif_rules.problems(json.loads(out)) == []
     results = json.loads(out)["runs"][0]["results"]
     located = {(r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"])
                for r in results if "physicalLocation" in r["locations"][0]}
@@ -519,14 +537,16 @@ def test_a_cluster_without_the_dra_api_has_no_claims_and_no_error(api_server, ku
     ("template", "expect"),
     [
         (_claim("big", 16, template=True),
-         ["pool NVIDIA-H100-80GB-HBM3: 8 devices match class gpu.nvidia.com, the claim asks "
-          "for 16", "pool NVIDIA-L4: 2 devices match class gpu.nvidia.com, the claim asks for 16"]),
+         # the scheduler's words (DynamicResources), then why
+         ["pool NVIDIA-H100-80GB-HBM3: cannot allocate all claims (8 devices match class "
+          "gpu.nvidia.com, the claim asks for 16)", "pool NVIDIA-L4: cannot allocate all claims "
+          "(2 devices match class gpu.nvidia.com, the claim asks for 16)"]),
         (_claim("big", 1, "mig.nvidia.com", template=True),
-         ["pool NVIDIA-H100-80GB-HBM3: 0 devices match class mig.nvidia.com, the claim asks "
-          "for 1"]),
+         ["pool NVIDIA-H100-80GB-HBM3: cannot allocate all claims (0 devices match class "
+          "mig.nvidia.com, the claim asks for 1)"]),
         (_claim("big", 4, template=True),
-         ["pool NVIDIA-L4: 2 devices match class gpu.nvidia.com, the claim asks for 4",
-          "fits pool NVIDIA-H100-80GB-HBM3 once capacity is free"]),
+         ["pool NVIDIA-L4: cannot allocate all claims (2 devices match class gpu.nvidia.com, "
+          "the claim asks for 4)", "fits pool NVIDIA-H100-80GB-HBM3 once capacity is free"]),
     ],
     ids=["no-pool-has-16", "no-mig-devices", "capacity"],
 )
@@ -563,6 +583,7 @@ def test_offline_sarif_puts_claim_findings_on_the_claims_fields(tmp_path):
                                            sort_keys=False), encoding="utf-8")
     code, out, err = gpupolicy_cli("audit", "-o", "sarif", "--inventory", str(DRA), str(manifest))
     assert code == 1, err
+    assert sarif_rules.problems(json.loads(out)) == []
     results = json.loads(out)["runs"][0]["results"]
     located = {(r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"])
                for r in results}
@@ -589,3 +610,82 @@ def test_refusal_examples_are_twenty_at_most_over_pods_templates_and_claims(tmp_
                              (raw.split(":", 1)[0] for raw in listed))
     assert sum(sources_listed.values()) == 20 and max(sources_listed.values()) <= 10
     assert set(sources_listed) <= {"pod", "template", "claim"}
+
+
+def test_audit_namespace_scopes_a_live_audit(api_server, kubeconfig):
+    """`audit -n NS` lists the workloads of that namespace only (namespaced list calls, as a
+    user with one namespace's rights can make)."""
+    _load(api_server, [namespace("team-a"), namespace("team-b"), *_nodes(),
+                       _pod("a", "team-a", node="t4-1"), _pod("b", "team-b", node="t4-1")])
+    for argv, audited in ((("-n", "team-b"), {"team-b"}), ((), {"team-a", "team-b"})):
+        report = audit_json("--kubeconfig", kubeconfig, *argv)
+        namespaces = {r["namespace"] for r in report["policies"]}
+        assert namespaces == audited, (argv, report["policies"])
+
+
+def test_audit_namespace_scopes_an_offline_audit(tmp_path):
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(yaml.safe_dump_all([_pod("a", "team-a", gpus=16), _pod("b", "team-b")],
+                                       sort_keys=False), encoding="utf-8")
+    assert audit_json(str(dump))["summary"]["audited"] == {"Pod": 2}
+    scoped = audit_json("--namespace", "team-b", str(dump))
+    assert scoped["summary"]["audited"] == {"Pod": 1}
+    assert {f.get("namespace") for f in scoped["findings"]} <= {"team-b"}
+
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+contexts: [{name: ctx, context: {cluster: c, user: u}}]
+current-context: ctx
+users: [{name: u, user: {token: t}}]
+"""
+
+
+# (arguments after --kubeconfig FILE, the error line): kubectl's words, no urllib3 repr
+CLUSTER_ERRORS = [
+    (["audit"], "gpupolicy audit: the connection to the server 127.0.0.1:1 was refused - did "
+                "you specify the right host or port?"),
+    (["explain", "ml/train"], "gpupolicy explain: the connection to the server 127.0.0.1:1 "
+                              "was refused - did you specify the right host or port?"),
+    (["audit", "--context", "nope"], 'gpupolicy audit: context "nope" does not exist'),
+    (["explain", "ml/train", "--context", "nope"],
+     'gpupolicy explain: context "nope" does not exist'),
+]
+
+
+@pytest.mark.parametrize(("argv", "line"), CLUSTER_ERRORS, ids=[" ".join(c[0])
+                                                                for c in CLUSTER_ERRORS])
+def test_cluster_errors_in_kubectls_words(tmp_path, argv, line):
+    config = tmp_path / "kubeconfig"
+    config.write_text(KUBECONFIG, encoding="utf-8")
+    code, out, err = gpupolicy_cli(argv[0], "--kubeconfig", str(config), *argv[1:])
+    assert code == 2 and out == ""
+    assert err.splitlines() == [line]
+
+
+def test_a_missing_kubeconfig_is_named(tmp_path):
+    code, _, err = gpupolicy_cli("audit", "--kubeconfig", str(tmp_path / "none"))
+    assert code == 2
+    assert err == (f"gpupolicy audit: cannot load cluster credentials from {tmp_path / 'none'}: "
+                   f"stat {tmp_path / 'none'}: no such file or directory\n")
+
+
+def test_the_table_escapes_file_borne_names_and_counts_cluster_findings_apart(tmp_path):
+    """A name from a file may hold escape sequences or a bidi override (U+202E): escaped, as
+    lint's text report escapes them. A Pending pod is a cluster finding, not a policy warning
+    (every WARN column was 0 while the summary said 1 warning). Counts read as English."""
+    evil = _pod("evil\x1b[31mred\u202etxt.exe", "team-a", node="t4-1", gpus=16)
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(yaml.safe_dump_all(
+        [*_nodes(), evil, _pod("q", "team-a", gpus=1, phase="Pending")], sort_keys=False,
+        allow_unicode=True), encoding="utf-8")
+    code, out, err = gpupolicy_cli("audit", str(dump))
+    assert code == 1, err
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "evil\\x1b[31mred\\u202etxt.exe" in out
+    assert "Audited 2 Pods in 1 namespace (2 running pods, 0 templates)" in out
+    summary = next(line for line in out.splitlines() if line.startswith("Would refuse"))
+    assert summary == ("Would refuse 1 object, mutate 0; 1 error, 0 warnings; "
+                       "1 cluster finding (below).")
+    assert "GPU pods Pending and unscheduled: 1" in out

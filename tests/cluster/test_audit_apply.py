@@ -279,6 +279,20 @@ def test_shard_0_counts_every_shards_pods_on_a_shared_gpu(api_server, kubeconfig
     assert [(o["node"], o["device"], o["pods"]) for o in over[0]] == [("a10-share-1", "gpu0", 3)]
 
 
+def test_one_namespace_touches_only_its_own_reports(api_server, kubeconfig):
+    _install(api_server, "policyreport")
+    _cluster(api_server, {"team-a": 1, "team-b": 1})
+    _apply(kubeconfig)
+    before = _reports(api_server)
+    api_server.delete(_pod("p000", "team-b"))  # fixed, but only team-a is audited next
+    api_server.delete(_pod("p000", "team-a"))
+    line = _apply(kubeconfig, "-n", "team-a")
+    assert (line["reportsWritten"], line["reportsDeleted"]) == (1, 0)
+    after = _reports(api_server)
+    assert _fails(api_server) == {"": 0, "team-a": 0, "team-b": 1}
+    assert after[("", "gpupolicy-0")] == before[("", "gpupolicy-0")]  # no partial cluster view
+
+
 @pytest.mark.parametrize("value", ["3/3", "1", "a/b", "-1/2", "0/0"])
 def test_a_bad_shard_is_a_usage_error(value):
     code, _, err = _cli("audit", "--shard", value)

@@ -286,5 +286,5 @@ def test_a_pod_with_a_claim_in_the_cluster_names_pool_and_request(api_server, ku
     code, out, err = gpupolicy_cli("explain", "ml/w", "--kubeconfig", kubeconfig)
     assert code == 0, err
     assert "pool NVIDIA-H100-80GB-HBM3 (1 node, NVIDIA-H100-80GB-HBM3): fits" in out
-    assert ("pool NVIDIA-L4 (2 nodes, NVIDIA-L4): 2 devices match class gpu.nvidia.com, "
-            "the claim asks for 4") in out
+    assert ("pool NVIDIA-L4 (2 nodes, NVIDIA-L4): cannot allocate all claims\n"
+            "      - 2 devices match class gpu.nvidia.com, the claim asks for 4") in out

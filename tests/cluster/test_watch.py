@@ -65,10 +65,11 @@ def test_cache_converges_after_each_event_kind(api_server, client, step):
             assert cache.snapshot()["new"] == {"team": "a"}
 
 
-def test_a_projection_that_fails_keeps_the_cache_alive_and_counted(api_server, client):
-    """Whatever an object holds, the cache thread does not die: the failure is counted and
-    shown, and the cache lists again once the object is fixed."""
+def test_a_projection_that_fails_skips_that_object_only(api_server, client):
+    """Whatever an object holds, the cache thread does not die nor stall: the object is
+    skipped and counted, the rest is listed, and the object is read once it is fixed."""
     api_server.add(namespace("bad", team="x"))
+    api_server.add(namespace("good", team="z"))
 
     def project(obj: dict[str, Any]) -> dict[str, str]:
         labels = labels_of(obj)
@@ -79,11 +80,12 @@ def test_a_projection_that_fails_keeps_the_cache_alive_and_counted(api_server, c
     cache = WatchCache("namespaces", k8s.CoreV1Api(client).list_namespace, project=project,
                        settings=FAST).start()
     try:
-        wait_for(lambda: cache.errors >= 1)
-        assert "AttributeError: an unforeseen shape" in (cache.last_error or "")
-        api_server.modify(namespace("bad", team="y"))
         assert cache.listed.wait(5)
-        assert cache.snapshot() == {"bad": {"team": "y"}}
+        assert cache.snapshot() == {"good": {"team": "z"}}
+        assert cache.unreadable == 1 and cache.errors == 0
+        assert cache.last_unreadable == "bad: AttributeError: an unforeseen shape"
+        api_server.modify(namespace("bad", team="y"))
+        wait_for(lambda: cache.snapshot() == {"bad": {"team": "y"}, "good": {"team": "z"}})
     finally:
         cache.stop()
 
@@ -128,19 +130,20 @@ def test_relist_after_410_gone(api_server, client, outage):
         wait_for(lambda: set(cache.snapshot()) == {"ns-1", "ns-2", "while-away"})
 
 
-def test_reconnects_and_resumes_from_last_resource_version(api_server, client):
+def test_resumes_a_watch_the_server_ended_and_relists_after_a_broken_one(api_server, client):
     api_server.add(namespace("a"))
     with labels_cache(client) as cache:
         assert cache.listed.wait(5)
         seen = cache.resource_version
-        wait_for(lambda: api_server.active_watches() == 1)
-        api_server.drop_watches()
+        # FAST's watches end after 2 s: the next one resumes from the last resourceVersion
+        wait_for(lambda: sum(f"resourceVersion={seen}&" in r and "watch=true" in r
+                             for r in api_server.requests) >= 2)
+        assert cache.relists == 1 and cache.errors == 0
+        api_server.drop_watches()  # cut mid-stream: a failed watch, so a fresh list
         api_server.add(namespace("b"))
         wait_for(lambda: "b" in cache.snapshot())
-        assert cache.relists == 1  # resumed, not relisted
-        assert any(f"resourceVersion={seen}&" in r and "watch=true" in r
-                   for r in api_server.requests)
-        assert cache.errors >= 1
+        wait_for(lambda: cache.relists == 2)
+        assert cache.errors >= 1 and cache.error_counts["connection"] >= 1
 
 
 def test_backs_off_on_errors_then_lists(api_server, client):
@@ -149,7 +152,8 @@ def test_backs_off_on_errors_then_lists(api_server, client):
     with labels_cache(client) as cache:
         assert cache.listed.wait(5)
         assert cache.errors == 3
-        assert "HTTP 500" in cache.last_error
+        assert cache.last_error == "500 Internal Server Error: injected failure"
+        assert cache.error == ""  # listed since
 
 
 METERS: dict[int, Metrics] = {}  # id(cluster) -> the Metrics it registered on
@@ -199,8 +203,8 @@ def test_api_server_gone_keeps_last_state_and_reports_staleness(api_server, clie
     cluster.start()
     try:
         wait_for(lambda: state.ready)
-        wait_for(lambda: _metric(cluster, "gpupolicy_cluster_cache_stale_seconds",
-                                 resource="nodes") == 0.0)
+        wait_for(lambda: (_metric(cluster, "gpupolicy_cluster_cache_stale_seconds",
+                                  resource="nodes") or 9) < 1.0)
         api_server.stop()
         wait_for(lambda: (_metric(cluster, "gpupolicy_cluster_cache_stale_seconds",
                                   resource="nodes") or 0) >= 1.0)
@@ -208,7 +212,8 @@ def test_api_server_gone_keeps_last_state_and_reports_staleness(api_server, clie
         assert state.context.namespace_labels("team-a")["tier"] == "gpu"
         assert cluster.staleness() >= 1.0
         api_server.start()
-        wait_for(lambda: cluster.staleness() == 0.0)
+        wait_for(lambda: cluster.staleness() < 1.0)
+        assert state.errors == {}
     finally:
         cluster.stop()
 
@@ -360,7 +365,7 @@ def test_node_cache_ignores_status_heartbeats(api_server, client, change, publis
         cache.stop()
 
 
-@pytest.mark.parametrize(("code", "relists", "errors"), [(410, 1, 0), (500, 0, 1)])
+@pytest.mark.parametrize(("code", "relists", "errors"), [(410, 1, 0), (500, 1, 1)])
 def test_error_event_in_an_open_watch(api_server, client, code, relists, errors):
     api_server.add(namespace("a"))
     with labels_cache(client) as cache:

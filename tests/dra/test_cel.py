@@ -60,6 +60,31 @@ TABLE = [
     ("semver('1.2') == semver('1.2.0')", False, "invalid semver"),
     ("device.attributes['gpu.nvidia.com'].productName", False, "must evaluate to bool"),
     ("cel.bind(a, device.attributes['gpu.nvidia.com'], a.type == 'gpu' && a.index == 3)", True, ""),
+    # the apiserver's base libraries (issue 17 #11)
+    ("device.attributes['gpu.nvidia.com'].productName.find('H[0-9]+') == 'H100'", True, ""),
+    ("'a1b22c333'.findAll('[0-9]+') == ['1', '22', '333'] && 'a1b2'.findAll('[0-9]', 1) == ['1']", True, ""),
+    ("[1, 2, 3].isSorted() && !['b', 'a'].isSorted() && [1, 2].sum() == 3 && [1.5].sum() == 1.5", True, ""),
+    ("[3, 1, 2].min() == 1 && ['a', 'c'].max() == 'c'", True, ""),
+    ("[].min() == 0", False, "min called on empty list"),
+    ("sets.contains(['gpu', 'mig'], [device.attributes['gpu.nvidia.com'].type])", True, ""),
+    ("sets.intersects([1], [2]) || sets.equivalent([1, 2], [2, 1])", True, ""),
+    ("[3, 1, 2].sort() == [1, 2, 3] && [1, 1].distinct() == [1] && [[1], [2]].flatten() == [1, 2]", True, ""),
+    ("device.attributes['gpu.nvidia.com'].exists(k, v, k == 'index' && v == 3)", True, ""),
+    ("device.attributes['gpu.nvidia.com'].all(k, v, k != 'nosuch')", True, ""),
+    ("isURL('https://a.example.com:8443/p?q=1') && !isURL('not a url')", True, ""),
+    ("url('https://a.example.com:8443/p?q=1').getHostname() == 'a.example.com'", True, ""),
+    ("url('https://[::1]:80/').getHost() == '[::1]:80' && url('https://[::1]:80/').getPort() == '80'", True, ""),
+    ("url('https://a.example.com/p?q=1&q=2').getQuery()['q'] == ['1', '2']", True, ""),
+    ("url('https://a.example.com/x%20y').getEscapedPath() == '/x%20y'", True, ""),
+    ("ip('10.0.0.1').family() == 4 && ip('::1').isLoopback() && isIP('fe80::1')", True, ""),
+    ("ip('10.0.0.1').isGlobalUnicast() && !ip('224.0.0.1').isGlobalUnicast()", True, ""),
+    ("ip('::ffff:1.2.3.4') == ip('1.2.3.4')", False, "IPv4-mapped"),
+    ("ip.isCanonical('2001:db8::1') && !ip.isCanonical('2001:DB8::1')", True, ""),
+    ("cidr('10.0.0.0/8').containsIP(ip('10.1.2.3')) && cidr('10.0.0.0/8').containsIP('10.1.2.3')", True, ""),
+    ("cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16') && !cidr('10.0.0.0/16').containsCIDR(cidr('10.0.0.0/8'))", True, ""),
+    ("cidr('10.1.2.3/8').masked() == cidr('10.0.0.0/8') && cidr('10.1.2.3/8').prefixLength() == 8", True, ""),
+    ("cidr('10.1.2.3/8').ip() == ip('10.1.2.3') && isCIDR('::1/128') && !isCIDR('10.0.0.1')", True, ""),
+    ("'%s has %d GPUs'.format(['node', 8]) == 'node has 8 GPUs'", True, ""),
 ]
 
 
@@ -87,6 +112,23 @@ def test_compile_error_carries_the_compilers_message(expression: str) -> None:
     program = cel.compile_selector(expression)
     assert program.compiled is None
     assert program.error.startswith(("compilation failed: ERROR: <input>:1:", "must evaluate"))
+
+
+@pytest.mark.parametrize("expression", ["1 < 2.5", "device.driver.size() >= 1.0"])
+def test_cross_type_ordering_is_left_unjudged_not_refused(expression: str) -> None:
+    # valid in Kubernetes (cross-type numeric comparisons), refused by cel-cpp's checker
+    program = cel.compile_selector(expression)
+    assert program.unsupported and "not checked" in program.error
+
+
+def test_over_the_cost_limit_is_refused_before_it_runs() -> None:
+    # seven nested loops over ten elements: 10^7 steps; the apiserver estimates it over its
+    # limit and refuses the object, so it must not run here either.
+    loops = "".join(f"[1,2,3,4,5,6,7,8,9,10].all(x{i}, " for i in range(7))
+    program = cel.compile_selector(loops + "x0 < 100" + ")" * 7)
+    assert program.compiled is None and program.cost > 1_000_000
+    assert program.error == "Forbidden: too complex, exceeds cost limit"
+    assert cel.compile_selector("[1,2,3].all(x, x > 0)").cost < 1000
 
 
 def test_nesting_past_the_engine_is_unsupported_not_invalid() -> None:

@@ -176,3 +176,40 @@ def test_review_of_hostile_claims_and_their_pods(edit: int, value: Any, kind: st
         for v in decision.violations:
             assert v.message and isinstance(v.field, str)
         explain(target, ctx)
+
+
+# The Kubernetes functions of the selector environment with hostile arguments: every call is
+# a match, a runtime error or a compile error, never an exception, and each is quick.
+CALLS = st.sampled_from([
+    "isURL({s})", "url({s}).getHost() == ''", "url({s}).getQuery().size() > 0",
+    "url({s}).getPort() == '1'", "url({s}).getHostname() == ''", "isIP({s})",
+    "ip({s}).family() == 4", "ip({s}).isGlobalUnicast()", "ip.isCanonical({s})",
+    "isCIDR({s})", "cidr({s}).containsIP({s})", "cidr({s}).containsCIDR({s})",
+    "cidr({s}).masked().prefixLength() > 0", "{s}.find({s}) == ''", "{s}.findAll({s}).size() > 1",
+    "[{s}, {s}].isSorted()", "[{s}].max() == ''", "sets.contains([{s}], [{s}])",
+    "semver({s}).major() > 0", "quantity({s}).isInteger()", "{s}.matches({s})",
+])
+ARGS = st.text(alphabet=st.sampled_from(list("0123456789abcdef.:/[]%?&=*+()-_ \\'\"")),
+               max_size=40)
+
+
+@pytest.mark.fuzz
+@given(CALLS, st.lists(ARGS, min_size=4, max_size=4))
+def test_selector_functions_never_raise(template: str, args: list[str]) -> None:
+    import time
+
+    from policies.dra import cel
+
+    expression = template
+    for arg in args:  # Python's repr of these strings is a valid CEL string literal
+        expression = expression.replace("{s}", repr(arg), 1)
+    started = time.perf_counter()
+    program = cel.compile_selector(expression)
+    if program.compiled is not None:
+        outcome = cel.evaluate(program, DEVICE)
+        assert isinstance(outcome.matches, bool)
+    assert time.perf_counter() - started < 2.0
+
+
+DEVICE = parse_slice({"spec": {"driver": "gpu.nvidia.com", "nodeName": "n", "pool": {"name": "n"},
+                               "devices": [{"name": "gpu-0"}]}}).devices[0]

@@ -65,12 +65,13 @@ def reasons(pod: dict[str, Any]) -> dict[str, list[str]]:
          "mps", []),
         ({"containers": [{"limits": {"nvidia.com/mig-1g.18gb": 1}}]}, "h200", []),
         ({"containers": [{"limits": {"nvidia.com/mig-1g.10gb": 1}}]}, "h200",
-         ["MIG profile 1g.10gb does not exist on NVIDIA-H200; valid: 1g.18gb, 1g.18gb+me, "
-          "1g.35gb, 2g.35gb, 3g.71gb, 4g.71gb, 7g.141gb",
-          "not enough nvidia.com/mig-1g.10gb: the pod needs 1, a node has none"]),
+         # the scheduler's NodeResourcesFit first, then what the device plugin would refuse
+         ["not enough nvidia.com/mig-1g.10gb: the pod needs 1, a node has none",
+          "MIG profile 1g.10gb does not exist on NVIDIA-H200; valid: 1g.18gb, 1g.18gb+me, "
+          "1g.35gb, 2g.35gb, 3g.71gb, 4g.71gb, 7g.141gb"]),
         ({"containers": [{"limits": {"nvidia.com/mig-1g.18gb": 8}}]}, "h200",
-         ["8×1g.18gb cannot be placed on the 1 GPU(s) of a node",
-          "not enough nvidia.com/mig-1g.18gb: the pod needs 8, a node has 7"]),
+         ["not enough nvidia.com/mig-1g.18gb: the pod needs 8, a node has 7",
+          "8×1g.18gb cannot be placed on the 1 GPU(s) of a node"]),
         ({"containers": [{"limits": {"nvidia.com/gpu": 1}}], "tolerations": []}, "h200",
          ["not enough nvidia.com/gpu: the pod needs 1, a node has none"]),
         ({"containers": [{"limits": {"aliyun.com/gpu-mem": 24}}]}, "share", []),

@@ -56,7 +56,10 @@ def test_bad_paths(text: Any) -> None:
      ["[0].containerPaths[0]: unknown field 'x' (path, resourcesField, gpuField)"]),
     ([{"kind": "Foo", "podSpecPaths": ["spec"], "podSpecPath": ["spec"]}],
      ["[0].podSpecPath: unknown field (expected one of apiGroup, apiGroups, containerPaths, "
-      "kind, kinds, name, podFields, podSpecPaths, resource, resources)"]),
+      "kind, kinds, name, podFields, podFieldsPath, podSpecPaths, resource, resources)"]),
+    ([{"kind": "Foo", "podSpecPaths": ["spec"], "podFieldsPath": "spec.patches[manager]"}],
+     ["[0].podFieldsPath: 'spec.patches[manager]' is not a dot path (name, name[key=value], "
+      "joined by dots)"]),
     ([{"name": "w", "apiGroups": ["example.com"], "resources": ["widgets"],
        "podSpecPaths": ["spec.template.spec"]}],
      ["[0].resources[0]: no kind known for resource 'widgets' in group 'example.com': give "

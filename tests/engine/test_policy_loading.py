@@ -13,20 +13,23 @@ HEAD = "apiVersion: gpupolicy.io/v1alpha1\nkind: GPUPolicy\nmetadata: {name: p}\
 
 BROKEN = [
     (HEAD + "spec:\n  mode: Block\n",
-     "x.yaml:5:9: document 1: spec.mode: Input should be 'Enforce', 'Warn' or 'Audit'"),
+     "x.yaml:5:9: document 1: spec.mode: must be one of Enforce, Warn, Audit; not string "
+     '"Block"'),
     (HEAD + "spec:\n  rules:\n    mig:\n      allowedProfiles: [1g.10gb, 3]\n",
-     "x.yaml:7:34: document 1: spec.rules.mig.allowedProfiles[1]: Input should be a valid string"),
+     "x.yaml:7:34: document 1: spec.rules.mig.allowedProfiles[1]: must be a string, not "
+     "integer 3"),
     (HEAD + "spec:\n  rules:\n    maxGpusPerPod: 8\n",
-     "x.yaml:6:5: document 1: spec.rules.maxGpusPerPod: unknown field"),
+     "x.yaml:6:5: document 1: spec.rules.maxGpusPerPod: unknown field; did you mean "
+     "maxGPUsPerPod?"),
     (HEAD + "spec:\n  rules:\n    maxGPUsPerPod: -1\n",
-     "x.yaml:6:20: document 1: spec.rules.maxGPUsPerPod: Input should be greater than or equal to 0"),
+     "x.yaml:6:20: document 1: spec.rules.maxGPUsPerPod: must be at least 0, not integer -1"),
     (HEAD + "spec:\n  inject:\n    tolerations:\n      - {key: a, operator: Maybe}\n",
      "x.yaml:7:28: document 1: spec.inject.tolerations[0].operator: "
-     "Input should be 'Exists', 'Equal' or ''"),
+     'must be one of Exists, Equal, ""; not string "Maybe"'),
     (HEAD + "spec:\n  inject:\n    nodeAffinity:\n      preferred:\n        - {weight: 500, "
      "preference: {}}\n",
      "x.yaml:8:20: document 1: spec.inject.nodeAffinity.preferred[0].weight: "
-     "Input should be less than or equal to 100"),
+     "must be at most 100, not integer 500"),
     (HEAD, "x.yaml:1:1: document 1: spec: required field is missing"),
     ("apiVersion: gpupolicy.io/v1\nkind: GPUPolicy\nmetadata: {name: p}\nspec: {}\n",
      "x.yaml:1:13: document 1: apiVersion: expected apiVersion 'gpupolicy.io/v1alpha1', "
@@ -38,12 +41,12 @@ BROKEN = [
      "DNS subdomain): must be lowercase letters, digits, '-' or '.', starting and ending with a "
      "letter or digit"),
     (HEAD + "spec: {}\n---\n" + HEAD + "spec:\n  priority: high\n",
-     "x.yaml:10:13: document 2: spec.priority: Input should be a valid integer, "
-     "unable to parse string as an integer"),
+     'x.yaml:10:13: document 2: spec.priority: must be an integer, not string "high"'),
     ("spec: [unclosed\n", "x.yaml:2:1: document 1: did not find expected ',' or ']' (while parsing a flow sequence)"),
     ("- just\n- a list\n", "x.yaml:1:1: document 1: expected a GPUPolicy mapping, got list"),
     ("kind: List\nitems:\n  - " + HEAD.replace("\n", "\n    ") + "spec: {mode: x}\n",
-     "x.yaml:6:18: document 1: items[0].spec.mode: Input should be 'Enforce', 'Warn' or 'Audit'"),
+     "x.yaml:6:18: document 1: items[0].spec.mode: must be one of Enforce, Warn, Audit; not "
+     'string "x"'),
 ]
 
 
@@ -101,7 +104,7 @@ REFUSED = [
     ("tolerations: [{key: a, operator: Exists, tolerationSeconds: 30}]",
      "spec.inject.tolerations[0].tolerationSeconds", "; no effect is set"),
     ("tolerations: [{key: a, operator: Exists, effect: NoEvict}]",
-     "spec.inject.tolerations[0].effect", "Input should be 'NoSchedule', 'PreferNoSchedule'"),
+     "spec.inject.tolerations[0].effect", "must be one of NoSchedule, PreferNoSchedule"),
     ("tolerations: [{key: -a, operator: Exists}]",
      "spec.inject.tolerations[0].key", "'-a' is not a valid taint key: the name part must be"),
     ("tolerations: [{key: /gpu, operator: Exists}]",
@@ -155,9 +158,9 @@ REFUSED = [
     ("nodeAffinity: {required: [{key: gpu, operator: In, values: [A100 80GB]}]}",
      "spec.inject.nodeAffinity.required[0].values[0]", "'A100 80GB' is not a valid label value"),
     ("nodeAffinity: {preferred: [{weight: 0, preference: {}}]}",
-     "spec.inject.nodeAffinity.preferred[0].weight", "greater than or equal to 1"),
+     "spec.inject.nodeAffinity.preferred[0].weight", "must be at least 1, not integer 0"),
     ("nodeAffinity: {preferred: [{weight: 101, preference: {}}]}",
-     "spec.inject.nodeAffinity.preferred[0].weight", "less than or equal to 100"),
+     "spec.inject.nodeAffinity.preferred[0].weight", "must be at most 100, not integer 101"),
     ("nodeAffinity: {preferred: [{weight: 1, preference: {matchExpressions: "
      "[{key: gpu, operator: In}]}}]}",
      "spec.inject.nodeAffinity.preferred[0].preference.matchExpressions[0].values",
@@ -165,7 +168,7 @@ REFUSED = [
     ("nodeAffinity: {preferred: [{weight: 1, preference: {matchFields: "
      "[{key: spec.nodeName, operator: In, values: [n1]}]}}]}",
      "spec.inject.nodeAffinity.preferred[0].preference.matchFields[0].key",
-     "Input should be 'metadata.name'"),
+     'must be one of metadata.name; not string "spec.nodeName"'),
     ("nodeAffinity: {preferred: [{weight: 1, preference: {matchFields: "
      "[{key: metadata.name, operator: In, values: [n1, n2]}]}}]}",
      "spec.inject.nodeAffinity.preferred[0].preference.matchFields[0].values",
@@ -173,7 +176,7 @@ REFUSED = [
     ("nodeAffinity: {preferred: [{weight: 1, preference: {matchFields: "
      "[{key: metadata.name, operator: Exists, values: [n1]}]}}]}",
      "spec.inject.nodeAffinity.preferred[0].preference.matchFields[0].operator",
-     "Input should be 'In' or 'NotIn'"),
+     'must be one of In, NotIn; not string "Exists"'),
 ]
 
 
@@ -214,7 +217,7 @@ CLASS_GLOBS = [
     ("[GPU.nvidia.com]", "'GPU.nvidia.com' is not a valid DeviceClass name glob"),
     ("['gpu nvidia']", "'gpu nvidia' is not a valid DeviceClass name glob"),
     ("['']", "is empty"),
-    ("gpu.nvidia.com", "Input should be a valid tuple"),
+    ("gpu.nvidia.com", 'must be a list, not string "gpu.nvidia.com"'),
 ]
 
 

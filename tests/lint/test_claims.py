@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.lint import sarif_rules
 from tests.lint.helpers import FIXTURES, ROOT, gpupolicy
 
 DRA = FIXTURES / "dra"
@@ -53,6 +54,7 @@ def test_claim_findings_in_text_formats(fmt: str, expect: str) -> None:
 def test_sarif_locates_claim_findings_as_json_does() -> None:
     run = gpupolicy(*BASE, "-o", "sarif", "claims.yaml", cwd=DRA)
     assert run.code == 1, run.err
+    assert sarif_rules.problems(json.loads(run.out)) == []
     results = json.loads(run.out)["runs"][0]["results"]
     regions = sorted((r["locations"][0]["physicalLocation"]["region"]["startLine"],
                       r["locations"][0]["physicalLocation"]["region"]["startColumn"],

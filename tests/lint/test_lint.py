@@ -14,6 +14,7 @@ from urllib.parse import unquote
 import jsonschema
 import pytest
 
+from tests.lint import sarif_rules
 from tests.lint.helpers import GOLDEN, HERE, MANIFESTS, POLICIES, ROOT, gpupolicy, gpupolicy_process
 from webhook.output.report import FORMATS, ReportFinding, render
 
@@ -82,6 +83,7 @@ def test_sarif_validates_against_the_2_1_0_schema(extra: tuple[str, ...]) -> Non
     log = json.loads(run.out)
     errors = list(_sarif_validator().iter_errors(log))
     assert errors == [], [e.message for e in errors]
+    assert sarif_rules.problems(log) == []
     driver = log["runs"][0]["tool"]["driver"]
     rules = {r["id"]: r for r in driver["rules"]}
     results = log["runs"][0]["results"]
@@ -104,14 +106,17 @@ def test_sarif_validates_against_the_2_1_0_schema(extra: tuple[str, ...]) -> Non
     assert rules["yaml-duplicate-key"]["help"]["text"]
 
 
-def test_sarif_without_files_still_validates() -> None:
-    """The audit reuses the formatter for cluster objects, which have no file."""
+def test_sarif_leaves_out_findings_without_a_file() -> None:
+    """The audit reuses the formatter for cluster objects, which have no file: GitHub rejects
+    a whole upload for one result without a physical location, so such a finding is left
+    out (the caller says so)."""
     findings = [ReportFinding("gpu-max-per-pod", "warning", "too many", object="Pod a/b"),
                 ReportFinding("yaml-syntax", "error", "bad", file="dir with space/x.yaml")]
     log = json.loads(render("sarif", findings, rule_help={}))
     assert list(_sarif_validator().iter_errors(log)) == []
+    assert sarif_rules.problems(log) == []
     by_rule = {r["ruleId"]: r for r in log["runs"][0]["results"]}
-    assert "locations" not in by_rule["gpu-max-per-pod"]
+    assert "gpu-max-per-pod" not in by_rule
     assert by_rule["yaml-syntax"]["locations"][0]["physicalLocation"][
         "artifactLocation"]["uri"] == "dir%20with%20space/x.yaml"
 
@@ -153,7 +158,7 @@ def test_github_escapes_newlines_and_separators() -> None:
     (("lint", "--policies", "web.json", "web.json"), 2, "web.json"),
     (("lint", "--fix", "-"), 2, "--fix cannot write to standard input"),
     (("lint", "--fix", "--fix-dry-run", "web.json"), 2, ""),
-    (("lint", "--output", "no/such/dir/r.json", "web.json"), 2, "cannot write"),
+    (("lint", "--output-file", "web.json/r.json", "web.json"), 2, "cannot write"),
 ])
 def test_exit_codes(argv: tuple[str, ...], code: int, stderr: str) -> None:
     run = gpupolicy(*argv, cwd=MANIFESTS)
@@ -185,7 +190,7 @@ def test_one_unreadable_file_does_not_stop_the_directory(tmp_path: Path) -> None
 
 def test_output_file_and_verbose_notes(tmp_path: Path) -> None:
     out = tmp_path / "report.sarif"
-    run = gpupolicy(*BASE, "--format", "sarif", "--output", str(out), "-v", cwd=MANIFESTS)
+    run = gpupolicy(*BASE, "--format", "sarif", "--output-file", str(out), "-v", cwd=MANIFESTS)
     assert run.code == 1 and run.out == ""
     assert json.loads(out.read_text())["version"] == "2.1.0"
     assert "training.yaml: document 4 (line 50): skipped, not a Kubernetes object" in run.err

@@ -46,6 +46,9 @@ def test_helm_template_output() -> None:
     template = (FIXTURES / "chart" / "templates" / "job.yaml").read_text().splitlines()
     first = next(f for f in findings if f["rule"] == "gpu-max-per-container")
     assert template[int(str(first["line"])) - 1].strip() == "nvidia.com/gpu: {{ .Values.gpus }}"
+    # below the `{{- if .Values.sidecar.enabled }}` line, which renders to nothing
+    bypass = next(f for f in findings if f["rule"] == "visible-devices-bypass")
+    assert template[int(str(bypass["line"])) - 1].strip() == "value: all"
 
 
 @pytest.mark.parametrize(("fmt", "expect"), [
@@ -112,7 +115,9 @@ def _verdicts(findings: list[dict[str, object]]) -> Counter[tuple[object, ...]]:
 def test_corpus_manifests_as_a_helm_chart_lint_the_same(corpus_dir: Path, tmp_path: Path) -> None:
     """The corpus's GPU workloads packed into a chart: `helm template | lint -` finds, object for
     object, what linting the files directly finds (helm re-orders and re-formats documents)."""
-    direct = gpupolicy("lint", "--format", "json", "--show-mutations", str(corpus_dir))
+    # the corpus is a heap of files, not a repository: its partial kustomizations stay files
+    direct = gpupolicy("lint", "--no-render", "--format", "json", "--show-mutations",
+                       str(corpus_dir))
     findings = [f for f in json.loads(direct.out)["findings"]
                 if not str(f["rule"]).startswith("yaml-")]
     sources = sorted({str(f["file"]) for f in findings})
@@ -134,6 +139,15 @@ def test_source_comments_are_found_in_one_pass(tmp_path: Path) -> None:
 
     doc = b"---\n# Source: c/templates/t.yaml\napiVersion: v1\nkind: ConfigMap\n"
     raw = doc * 50_000  # counted on from the previous comment, not from the start each time
+    (tmp_path / "deploy" / "c").mkdir(parents=True)
+    (tmp_path / "deploy" / "c" / "Chart.yaml").write_text("apiVersion: v2\nname: c\n")
+    (tmp_path / "deploy" / "c" / "templates").mkdir()
+    (tmp_path / "deploy" / "c" / "templates" / "t.yaml").write_text("kind: ConfigMap\n")
     found = Sources(raw, root=tmp_path)
     assert found.lines[:3] == [2, 6, 10] and found.lines[-1] == 4 * 50_000 - 2
-    assert set(found.paths) == {"c/templates/t.yaml"}
+    assert set(found.paths) == {"deploy/c/templates/t.yaml"}
+    assert not found.missing
+    # no chart `c` under the root: the path is not invented, the chart is said missing
+    (tmp_path / "deploy" / "c" / "Chart.yaml").unlink()
+    lost = Sources(doc, root=tmp_path)
+    assert lost.paths == [None] and lost.missing == {"c"}

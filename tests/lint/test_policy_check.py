@@ -11,11 +11,12 @@ BAD = "tests/lint/fixtures/bad-policies"
 
 @pytest.mark.parametrize(("line", "expected"), [
     (0, f"{BAD}/broken.yaml:4:1: document 1: did not find expected ',' or '}}' (while parsing a flow mapping)"),
-    (1, f"{BAD}/typos.yaml:8:20: document 1: spec.rules.maxGPUsPerPod: Input should be a valid "
-        "integer, unable to parse string as an integer"),
-    (2, f"{BAD}/typos.yaml:15:9: document 2: spec.mode: Input should be 'Enforce', 'Warn' or "
-        "'Audit'"),
-    (3, f"{BAD}/typos.yaml:25:5: document 3: spec.inject.runtimeClass: unknown field"),
+    (1, f"{BAD}/typos.yaml:8:20: document 1: spec.rules.maxGPUsPerPod: must be an integer, "
+        'not string "lots"'),
+    (2, f"{BAD}/typos.yaml:15:9: document 2: spec.mode: must be one of Enforce, Warn, Audit; "
+        'not string "Sometimes"'),
+    (3, f"{BAD}/typos.yaml:25:5: document 3: spec.inject.runtimeClass: unknown field; did you "
+        "mean runtimeClassName?"),
     (4, "4 problems in 2 files"),
 ])
 def test_problems_name_file_line_document_and_field(line: int, expected: str) -> None:
@@ -69,3 +70,63 @@ def test_policy_check_reads_through_the_hardened_reader(tmp_path, text: str, mes
     path.write_text(text)
     run = gpupolicy("policy", "check", str(path))
     assert run.code == 1 and message in run.out and "Traceback" not in run.err
+
+
+HEAD = "apiVersion: gpupolicy.io/v1alpha1\nkind: GPUPolicy\nmetadata: {name: p}\nspec:\n"
+
+
+# (spec text, the line policy check prints): as strict as the CRD's types at kubectl apply,
+# in the user's terms with the field path
+STRICT = [
+    ("  rules: {maxGPUsPerPod: '8'}\n",
+     'spec.rules.maxGPUsPerPod: must be an integer, not string "8"'),
+    ("  rules: {maxGPUsPerPod: 8.5}\n",
+     "spec.rules.maxGPUsPerPod: must be an integer, not number 8.5"),
+    ("  rules: {maxGPUsPerPod: true}\n",
+     "spec.rules.maxGPUsPerPod: must be an integer, not boolean true"),
+    ("  rules: {requireHardwareMatch: 'yes'}\n",
+     'spec.rules.requireHardwareMatch: must be a boolean (true or false), not string "yes"'),
+    ("  rules: {denyPrivilegedGPUContainers: 1}\n",
+     "spec.rules.denyPrivilegedGPUContainers: must be a boolean (true or false), not integer 1"),
+    ("  priority: '3'\n", 'spec.priority: must be an integer, not string "3"'),
+    ("  rules: {shared: {maxPodsPerGPU: '4'}}\n",
+     'spec.rules.shared.maxPodsPerGPU: must be an integer, not string "4"'),
+    ("  inject: {tolerations: [{key: a, operator: Exists, effect: NoExecute, "
+     "tolerationSeconds: '3'}]}\n",
+     'spec.inject.tolerations[0].tolerationSeconds: must be an integer, not string "3"'),
+    ("  rules: {maxGpusPerPod: 8}\n",
+     "spec.rules.maxGpusPerPod: unknown field; did you mean maxGPUsPerPod?"),
+    ("  rules: {maxGPUPerPod: 8}\n",
+     "spec.rules.maxGPUPerPod: unknown field; did you mean maxGPUsPerPod?"),
+    ("  rulez: {}\n", "spec.rulez: unknown field; did you mean rules?"),
+    ("  rules: {zzz: 1}\n", "spec.rules.zzz: unknown field; known fields: allowedResources, "
+     "maxGPUsPerPod, maxGPUsPerContainer, allowedModels, requireHardwareMatch, mig, shared, "
+     "dra, denyPrivilegedGPUContainers, denyVisibleDevicesBypass"),
+    ("  namespaces: ml\n", 'spec.namespaces: must be a list, not string "ml"'),
+    ("  rules: ['a']\n", "spec.rules: must be a mapping, not a list"),
+    ("  namespaceSelector: team\n", 'spec.namespaceSelector: must be a mapping, not string '
+     '"team"'),
+    ("  mode: enforce\n", 'spec.mode: must be one of Enforce, Warn, Audit; not string "enforce"'),
+    ("  inject: {nodeAffinity: {preferred: [{weight: 500, preference: {}}]}}\n",
+     "spec.inject.nodeAffinity.preferred[0].weight: must be at most 100, not integer 500"),
+    ("  inject: {runtimeClassName: 7}\n",
+     "spec.inject.runtimeClassName: must be a string, not integer 7"),
+]
+
+
+@pytest.mark.parametrize(("spec", "line"), STRICT, ids=[s[1].split(":")[0] + "-" + str(i)
+                                                        for i, s in enumerate(STRICT)])
+def test_policy_check_is_as_strict_as_the_crd(tmp_path, spec: str, line: str) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(HEAD + spec)
+    run = gpupolicy("policy", "check", str(path))
+    assert run.code == 1, run.out
+    (problem,) = run.out.splitlines()[:-1]
+    assert problem.split(": ", 2)[2] == line
+    for pydantic_words in ("valid tuple", "instance of", "Input should", "dictionary"):
+        assert pydantic_words not in run.out
+
+
+def test_an_empty_directory_is_an_error(tmp_path) -> None:
+    run = gpupolicy("policy", "check", str(tmp_path))
+    assert run.code == 2 and "no policy files" in run.err, run.out + run.err

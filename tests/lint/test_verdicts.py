@@ -14,10 +14,12 @@ import yaml
 from policies import yamlpos
 from policies.context import Context
 from policies.engine import namespace_of, review
+from policies.paths import to_display
 from tests.engine.casetable import Case, context_for, load_cases, pointer_get
 from tests.lint.helpers import MANIFESTS, POLICIES, gpupolicy
 from webhook.commands import lint
 from webhook.inputs import sources
+from webhook.output.findings import UNRESOLVED
 from webhook.output.fix import fix_text
 
 CASES = load_cases()
@@ -36,9 +38,15 @@ def test_case_table_through_lint(case: Case) -> None:
     decision = review(case.object, context, namespace=case.namespace)
     text = f"# case {case.id}\n" + yaml.safe_dump(case.object, sort_keys=False)
     result = _lint_text(text, context, case.namespace)
-    verdicts = [f for f in result.findings if f.rule != lint.MUTATION]
+    verdicts = [f for f in result.findings if f.rule not in (lint.MUTATION, UNRESOLVED)]
+    # the claims the decision could not judge are warnings at their resourceClaims entries
+    unjudged = [f for f in result.findings if f.rule == UNRESOLVED]
+    assert [(f.path, f.severity) for f in unjudged] == [
+        (to_display(u.path), "warning") for u in decision.unresolved]
     assert {f.rule for f in verdicts} == case.rules
-    assert (not any(f.severity == "error" for f in verdicts)) is case.allowed
+    # clean exactly when the webhook admits and no fact fires: a fact is an error in every mode
+    facts = any(v.fact and v.level == "error" for v in decision.violations)
+    assert (not any(f.severity == "error" for f in verdicts)) is (case.allowed and not facts)
     assert Counter((f.rule, f.severity, f.policy, f.path or "") for f in verdicts) == Counter(
         (v.rule, v.severity, v.policy, v.field) for v in decision.violations)
     lines = text.splitlines()
@@ -78,6 +86,7 @@ def _review_file(path: Path, context: Any) -> Counter[tuple[str, str, str, str]]
             continue
         decision = review(obj, context, namespace=namespace_of(obj, None))
         out.update((v.rule, v.severity, v.policy, v.field) for v in decision.violations)
+        out.update((UNRESOLVED, "warning", "", to_display(u.path)) for u in decision.unresolved)
     return out
 
 

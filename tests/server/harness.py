@@ -164,14 +164,20 @@ def envelope(request: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
 
+def _text(obj: Any, key: str) -> str:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value if isinstance(value, str) else ""
+
+
 def make_request(obj: Any, *, namespace: str | None = "default", operation: str = "CREATE",
                  uid: str = "0000-test", subresource: str = "", dry_run: bool = False,
                  old: Any = None, kind: str | None = None) -> dict[str, Any]:
-    kind = kind or (obj.get("kind") if isinstance(obj, dict) else None) or "Pod"
+    # The request's kind and version are the route's, strings whatever the body holds.
+    kind = kind or _text(obj, "kind") or "Pod"
     if namespace and isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
         # The apiserver fills the object's namespace from the request path.
         obj = {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
-    api_version = (obj.get("apiVersion") if isinstance(obj, dict) else None) or "v1"
+    api_version = _text(obj, "apiVersion") or "v1"
     group, _, version = api_version.rpartition("/")
     req: dict[str, Any] = {
         "uid": uid,

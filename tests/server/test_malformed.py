@@ -11,7 +11,7 @@ import pytest
 from werkzeug.test import EnvironBuilder
 
 from tests.server.harness import Server, envelope, make_request
-from webhook.http import logs
+from webhook import logs
 from webhook.http import server as server_module
 from webhook.http.server import create_app
 from webhook.inputs import sources

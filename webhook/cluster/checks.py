@@ -57,7 +57,7 @@ class ClusterChecks:
         try:
             for _path, verdicts in explain(pod, self.context, namespace=namespace):
                 fitting = [v.pool for v in verdicts if v.fits]
-                pools.extend(v.describe() for v in verdicts if not v.fits)
+                pools.extend(v.pending() for v in verdicts if not v.fits)
                 if fitting:  # then the hardware is not the reason: capacity, quota, ...
                     pools.append(f"fits pool {', '.join(fitting)} once capacity is free")
         except Exception as exc:  # the report must go on; say what failed

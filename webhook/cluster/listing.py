@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from policies import yamlpos
-from policies.engine import is_claim
+from policies.engine import is_claim, namespace_of
 from policies.paths import FieldPath
 from policies.workloads import (
     WORKLOAD_KINDS,
@@ -38,6 +38,7 @@ from webhook.cluster.client import (
     call_with_retry,
     describe,
     list_all,
+    unreachable,
     without_transport_retries,
 )
 from webhook.cluster.watch import (
@@ -187,6 +188,7 @@ class Source(Protocol):
     problems: list[tuple[str, yamlpos.SyntaxProblem]]  # documents the reader refused
     failures: dict[str, str]  # what could not be read -> why: the audit is incomplete
     kinds: KindTable  # the workload-kinds table: what is listed besides the fixed kinds
+    namespace: str | None  # `audit -n NS`: only the workloads of that namespace
 
     def cluster_objects(self, warn: Warn) -> sources.ClusterObjects: ...
     def workloads(self, progress: Progress, unavailable: dict[str, str]) -> Batches: ...
@@ -209,6 +211,21 @@ class LiveSource:
         self.retry = Retry(attempts=attempts, deadline=None if timeout is None
                            else time.monotonic() + timeout)
         self.failures: dict[str, str] = {}  # what could not be read -> why
+        self.namespace: str | None = None
+
+    def _built_in(self, api_class: Any, method: str) -> Callable[..., Any]:
+        """`list_X_for_all_namespaces`, or `list_namespaced_X` in the one namespace asked."""
+        if self.namespace is None:
+            return getattr(api_class(self.api), method)  # type: ignore[no-any-return]
+        name = method.removesuffix("_for_all_namespaces").replace("list_", "list_namespaced_", 1)
+        return functools.partial(getattr(api_class(self.api), name), self.namespace)
+
+    def _custom(self, group: str, version: str, plural: str) -> Callable[..., Any]:
+        custom = k8s.CustomObjectsApi(self.api)
+        if self.namespace is None:
+            return functools.partial(custom.list_cluster_custom_object, group, version, plural)
+        return functools.partial(custom.list_namespaced_custom_object, group, version,
+                                 self.namespace, plural)
 
     @classmethod
     def connect(cls, kubeconfig: str | None, context: str | None, page_size: int,
@@ -220,9 +237,6 @@ class LiveSource:
         return ClusterError(f"the audit did not finish within --timeout {self.timeout:g}s "
                             f"(API server {self.server})")
 
-    def unreachable(self, exc: BaseException) -> ClusterError:
-        return ClusterError(f"cannot reach the API server at {self.server}: {exc}")
-
     def pages(self, func: Callable[..., Any]) -> Iterator[Any]:
         """list_all with the retry policy and deadline; raises ClusterError when the server
         does not answer or the deadline passes, ApiException when it answers an error."""
@@ -231,7 +245,7 @@ class LiveSource:
         except DeadlineExceeded:
             raise self.late() from None
         except HTTPError as exc:
-            raise self.unreachable(exc) from None
+            raise unreachable(self.server, exc) from None
 
     def _all(self, func: Callable[..., Any]) -> Iterator[list[dict[str, Any]]]:
         for page in self.pages(func):
@@ -276,17 +290,15 @@ class LiveSource:
         only once the earlier kinds are listed), then Pods. A kind comes once per version to
         try; the first version the server serves it under is the one listed."""
         for kind, api_version, api_class, method in BUILT_IN:
-            yield kind, api_version, getattr(api_class(self.api), method)
-        custom = k8s.CustomObjectsApi(self.api)
+            yield kind, api_version, self._built_in(api_class, method)
         for kind, group, versions, plural in CUSTOM:
             for version in versions:
-                yield kind, f"{group}/{version}", functools.partial(
-                    custom.list_cluster_custom_object, group, version, plural)
+                yield kind, f"{group}/{version}", self._custom(group, version, plural)
         for entry, version in self._discovered(unavailable):
-            yield entry.kind, f"{entry.group}/{version}", functools.partial(
-                custom.list_cluster_custom_object, entry.group, version, entry.resource)
+            yield entry.kind, f"{entry.group}/{version}", self._custom(
+                entry.group, version, entry.resource)
         kind, api_version, api_class, method = PODS
-        yield kind, api_version, getattr(api_class(self.api), method)
+        yield kind, api_version, self._built_in(api_class, method)
 
     def _discovered(self, unavailable: dict[str, str]) -> Iterator[tuple[WorkloadKind, str]]:
         """Each kind of the table the fixed lists leave out, with each version its group is
@@ -309,7 +321,7 @@ class LiveSource:
         except DeadlineExceeded:
             raise self.late() from None
         except HTTPError as exc:
-            raise self.unreachable(exc) from None
+            raise unreachable(self.server, exc) from None
         else:
             for entry in kinds:
                 for version in served.get(entry.group, ()):
@@ -347,22 +359,30 @@ class FileSource:
     the one hardened reader. A file that cannot be read is reported and the others audited;
     a document the reader refuses is a refusal, as in `lint` and `review`."""
 
-    def __init__(self, paths: list[str]) -> None:
+    def __init__(self, paths: list[str], *, stdin: bytes | None = None,
+                 stdin_name: str = "<stdin>") -> None:
         self.files: list[Path] = []
+        self.given: dict[str, bytes] = {}  # `-`: standard input, read once by the caller
         for path in paths:
+            if path == "-":
+                if stdin_name not in self.given:
+                    self.given[stdin_name] = stdin or b""
+                    self.files.append(Path(stdin_name))
+                continue
             self.files.extend(sources.manifest_files(Path(path)))  # raises SourceError
         self.unreadable: dict[str, str] = {}  # file -> why
         self.failures: dict[str, str] = {}  # a file that cannot be read is named, not fatal
         self.problems: list[tuple[str, yamlpos.SyntaxProblem]] = []
         self.kinds: KindTable = WORKLOAD_KINDS  # the audit sets the one --workload-kinds gave
+        self.namespace: str | None = None
 
     def cluster_objects(self, warn: Warn) -> sources.ClusterObjects:
         """Namespace, Node and GPUPolicy documents, found in a first pass."""
         found = sources.ClusterObjects()
         for file in self.files:
             try:
-                raw = file.read_bytes()
-            except OSError:
+                raw = self._read(file)
+            except sources.SourceError:
                 continue  # reported by the workload pass
             if not any(k.encode() in raw for k in sources.CLUSTER_KINDS):
                 continue
@@ -376,10 +396,14 @@ class FileSource:
         found.nodes = [node_facts(n) for n in found.nodes]
         return found
 
+    def _read(self, file: Path) -> bytes:
+        given = self.given.get(str(file))
+        return given if given is not None else sources.read_bytes(file)
+
     def workloads(self, progress: Progress, unavailable: dict[str, str]) -> Batches:
         for file in self.files:
             try:
-                raw = sources.read_bytes(file)
+                raw = self._read(file)
             except sources.SourceError as exc:
                 self.unreadable[str(file)] = str(exc).removeprefix(f"{file}: ")
                 continue
@@ -388,6 +412,8 @@ class FileSource:
                     self.problems.append((str(file), item))
                     continue
                 for prefix, obj in item.objects():
+                    if self.namespace is not None and namespace_of(obj, None) != self.namespace:
+                        continue  # audit -n NS
                     if audited_kind(obj, self.kinds):
                         yield str(obj["kind"]), [(obj, _locator(str(file), item, prefix))]
                     elif why := unlisted_pod_template(obj, self.kinds):

@@ -101,14 +101,17 @@ class ReportWriter:
     """Writes one collector's reports for one or more report APIs."""
 
     def __init__(self, api: k8s.ApiClient, retry: Retry, *, shard: tuple[int, int] = (0, 1),
-                 page_size: int = 500) -> None:
+                 page_size: int = 500, namespace: str | None = None) -> None:
         self.custom = k8s.CustomObjectsApi(api)
         self.retry = retry
         self.shard = shard
         self.page_size = page_size
+        self.namespace = namespace  # `audit -n NS`: only that namespace's reports are ours
         self.done = Applied()  # so far: what a failure part-way had already done
 
     def owns(self, namespace: str) -> bool:
+        if self.namespace is not None:
+            return namespace == self.namespace
         return shard_of(namespace, self.shard[1]) == self.shard[0]
 
     def apply(self, collector: Collector, fmts: list[str]) -> Applied:

@@ -13,8 +13,12 @@ webhook.inputs.state.State.
   (a pod spec names the template, never them), so status updates and per-pod claims cost no
   memory and publish nothing.
 - The State is told once every cache has finished its first full list, so /readyz stays 503
-  until then. When the API server goes away the last good state keeps serving and
-  `gpupolicy_cluster_cache_stale_seconds` (and a log line) say for how long.
+  until then. When the API server goes away, or answers a list or watch with an error, the
+  last listed state keeps serving: `/readyz` (`errors`, as `cluster/<resource>`), the logs and
+  `gpupolicy_cluster_cache_error`, `gpupolicy_cluster_watch_errors_total{resource,reason}` and
+  `gpupolicy_cluster_cache_stale_seconds` say which resource, why and for how long.
+- A publish that fails (building one part raised) keeps its pending changes: the next one,
+  a second later, builds them again; `/readyz` shows `cluster/publish` meanwhile.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ import functools
 import logging
 import threading
 import time
-from collections import Counter
 from typing import Any
 
 from kubernetes import client as k8s
@@ -32,7 +35,14 @@ from kubernetes import client as k8s
 from policies.dra.parse_slices import parse_device_class, parse_slice
 from policies.inventory import Inventory
 from policies.model import GPUPolicy
-from webhook.cluster.client import ClusterError, WatchCache, WatchSettings, api_client, in_cluster
+from webhook.cluster.client import (
+    ClusterError,
+    WatchCache,
+    WatchSettings,
+    api_client,
+    in_cluster,
+    served,
+)
 from webhook.inputs import sources
 from webhook.inputs.sources import Invalid, claim_entry, gpupolicy, inventory_of
 
@@ -78,11 +88,21 @@ def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+PUBLISH_ERROR = "cluster/publish"  # State.errors key while publishing fails
+
+
+def error_key(resource: str) -> str:
+    """State.errors key (so /readyz's `errors`) of a cache whose list or watch fails."""
+    return f"cluster/{resource}"
+
+
 class ClusterSources:
     def __init__(self, state: Any, api: k8s.ApiClient, *, settings: WatchSettings | None = None,
-                 debounce: float = 0.2) -> None:
+                 debounce: float = 0.2, retry: float = 1.0) -> None:
         self.state = state
         self.debounce = debounce
+        self.retry = retry  # a failed publish is tried again after this long
+        self.publish_failures = 0
         core = k8s.CoreV1Api(api)
         custom = k8s.CustomObjectsApi(api)
         self._dirty = threading.Event()
@@ -90,37 +110,41 @@ class ClusterSources:
         self._changed_lock = threading.Lock()
         self._stop = threading.Event()
         self._reported: dict[str, str] = {}
-        self.events: Counter[tuple[str, str]] = Counter()  # (resource, relist|error)
         self.invalid_count = 0
         self._thread: threading.Thread | None = None
+        timeout = (settings or WatchSettings()).connect_timeout
 
-        def cache(name: str, func: Any, project: Any, optional: bool = False) -> WatchCache:
-            return WatchCache(name, func, project=project, settings=settings, optional=optional,
+        def cache(name: str, func: Any, project: Any, group: str = "",
+                  version: str = "") -> WatchCache:
+            # With a group/version: optional, a resource API discovery may find not served.
+            discovery = functools.partial(served, custom.get_api_resources, group, version,
+                                          name, timeout=(timeout, timeout)) if group else None
+            return WatchCache(name, func, project=project, settings=settings, served=discovery,
                               on_change=functools.partial(self._mark, name),
-                              on_event=functools.partial(self._count, name))
+                              on_event=functools.partial(self._health, name))
 
         self.namespaces = cache("namespaces", core.list_namespace, sources.labels_of)
         self.nodes = cache("nodes", core.list_node, node_facts)
         self.policies = cache(
             "gpupolicies",
             functools.partial(custom.list_cluster_custom_object, GROUP, VERSION, PLURAL),
-            gpupolicy, optional=True,  # CRD not installed: no custom policies, not an error
+            gpupolicy, GROUP, VERSION,  # CRD not installed: no custom policies, not an error
         )
         # DRA drivers' devices: a cluster without resource.k8s.io/v1 (older than 1.34, or the
         # API off) simply has none. Each object is parsed once, on arrival.
         self.slices = cache(
             "resourceslices", functools.partial(custom.list_cluster_custom_object, DRA_GROUP,
                                                 DRA_VERSION, "resourceslices"),
-            parse_slice, optional=True)
+            parse_slice, DRA_GROUP, DRA_VERSION)
         self.classes = cache(
             "deviceclasses", functools.partial(custom.list_cluster_custom_object, DRA_GROUP,
                                                DRA_VERSION, "deviceclasses"),
-            parse_device_class, optional=True)
+            parse_device_class, DRA_GROUP, DRA_VERSION)
         # The claims and templates pods name, across all namespaces: (key, Claim) pairs.
         self.claims = tuple(
             cache(plural, functools.partial(custom.list_cluster_custom_object, DRA_GROUP,
                                             DRA_VERSION, plural),
-                  functools.partial(claim_entry, kind=kind), optional=True)
+                  functools.partial(claim_entry, kind=kind), DRA_GROUP, DRA_VERSION)
             for plural, kind in CLAIM_RESOURCES)
         self.caches = (self.namespaces, self.nodes, self.policies, self.slices, self.classes,
                        *self.claims)
@@ -151,22 +175,40 @@ class ClusterSources:
 
     def register(self, meters: Any) -> None:
         """Its families on the app's webhook.metrics.Metrics, read at flush and scrape time."""
-        def events(kind: str) -> dict[tuple[str, ...], float]:
-            counts = self.events.copy()
-            return {(c.name,): float(counts[(c.name, kind)]) for c in self.caches}
+        def errors() -> dict[tuple[str, ...], float]:
+            out: dict[tuple[str, ...], float] = {}
+            for c in self.caches:
+                for reason, n in c.error_counts.copy().items():
+                    out[(c.name, reason)] = float(n)
+            return out
 
         meters.gauge("gpupolicy_cluster_cache_stale_seconds",
-                     "Seconds since the API server last confirmed a cache (0 while its watch "
-                     "is up).", ["resource"],
+                     "Seconds since the API server last confirmed a cache: its last successful "
+                     "list, event, bookmark (about one a minute on a quiet watch) or clean end "
+                     "of a watch.", ["resource"],
                      read=lambda: {(c.name,): c.staleness() for c in self.caches})
         meters.gauge("gpupolicy_cluster_cache_objects", "Objects held by a cluster cache.",
                      ["resource"], read=lambda: {(c.name,): float(len(c)) for c in self.caches})
+        meters.gauge("gpupolicy_cluster_cache_error",
+                     "1 while the last list or watch of a cache failed (its last listed state "
+                     "keeps serving; /readyz says why).", ["resource"],
+                     read=lambda: {(c.name,): float(bool(c.error)) for c in self.caches})
         meters.counter("gpupolicy_cluster_watch_errors",
-                       "Failed list/watch calls to the API server, by resource.", ["resource"],
-                       read=lambda: events("error"))
+                       "Failed list/watch calls to the API server, by resource and reason (an "
+                       "HTTP status, timeout, idle, connection, unreadable, other).",
+                       ["resource", "reason"], read=errors)
+        meters.counter("gpupolicy_cluster_unreadable_events",
+                       "Watch events and listed objects that could not be read and were "
+                       "skipped (a watch event so skipped is followed by a relist).",
+                       ["resource"],
+                       read=lambda: {(c.name,): float(c.unreadable) for c in self.caches})
         meters.counter("gpupolicy_cluster_relists",
-                       "Full lists of a resource (start, 410 Gone, recovery).", ["resource"],
-                       read=lambda: events("relist"))
+                       "Full lists of a resource (start, and after any failed watch).",
+                       ["resource"],
+                       read=lambda: {(c.name,): float(c.relists) for c in self.caches})
+        meters.counter("gpupolicy_cluster_publish_failures",
+                       "Cluster state publications that raised (their changes are retried).",
+                       read=lambda: {(): float(self.publish_failures)})
         meters.gauge("gpupolicy_cluster_invalid_policies",
                      "GPUPolicy resources skipped because they are invalid or clash.",
                      read=lambda: {(): float(self.invalid_count)})
@@ -178,8 +220,12 @@ class ClusterSources:
             self._changed.add(name)
         self._dirty.set()
 
-    def _count(self, name: str, kind: str, _detail: str) -> None:
-        self.events[(name, "relist" if kind == "relist" else "error")] += 1
+    def _health(self, name: str, kind: str, detail: str) -> None:
+        """A cache's list/watch failed (shown on /readyz until it lists again) or succeeded."""
+        if kind == "error":
+            self.state.fail(error_key(name), detail)
+        elif kind in ("relist", "absent"):
+            self.state.clear(error_key(name))
 
     def _publisher(self) -> None:
         last_log = 0.0
@@ -187,21 +233,49 @@ class ClusterSources:
             if self._dirty.wait(1.0):
                 self._stop.wait(self.debounce)  # coalesce bursts (a node pool scaling up)
                 self._dirty.clear()
-                try:
-                    self.publish()
-                except Exception:  # the publisher must survive; the next change retries
-                    log.exception("publishing the cluster state failed")
-            stale = self.staleness()
-            if stale > 30 and time.monotonic() - last_log > 60:
+                if not self._publish_or_keep():
+                    self._stop.wait(self.retry)
+            failing = [c for c in self.caches if c.error and c.staleness() > 30]
+            if failing and time.monotonic() - last_log > 60:
                 last_log = time.monotonic()
-                log.warning("API server unreachable: cluster state is %.0fs stale", stale)
+                log.warning("cluster state is %.0fs stale (%s)",
+                            max(c.staleness() for c in failing),
+                            "; ".join(f"{c.name}: {c.error}" for c in failing))
+
+    def _publish_or_keep(self) -> bool:
+        """publish(), counted, logged and shown on /readyz when it fails."""
+        try:
+            self.publish()
+        except Exception as exc:  # the publisher must survive; its changes are kept
+            self._dirty.set()
+            self.publish_failures += 1
+            message = f"publishing the cluster state failed ({type(exc).__name__}: {exc}); " \
+                      f"the last published state stays in effect, retrying in {self.retry:g}s"
+            if self.state.errors.get(PUBLISH_ERROR) != message:
+                log.exception(message)
+            self.state.fail(PUBLISH_ERROR, message)
+            return False
+        if PUBLISH_ERROR in self.state.errors:
+            log.info("published the cluster state again")
+            self.state.clear(PUBLISH_ERROR)
+        return True
 
     def publish(self) -> None:
-        """Hand every listed cache that changed to the State (all at once the first time)."""
+        """Hand every listed cache that changed to the State (all at once the first time).
+        When building a part raises, the changes stay pending for the next publish (which
+        builds them again) and the exception propagates."""
         if not self.listed():
             return
         with self._changed_lock:
             changed, self._changed = self._changed, set()
+        try:
+            self._publish(changed)
+        except BaseException:
+            with self._changed_lock:
+                self._changed |= changed
+            raise
+
+    def _publish(self, changed: set[str]) -> None:
         first = not self.state.loaded >= {"namespaces", "inventory", "cluster_policies",
                                           "claims"}
         parts: dict[str, Any] = {}

@@ -28,12 +28,14 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from policies.context import Context
 from policies.engine import namespace_of, review
 from policies.loading import PolicyLoadError
+from policies.paths import FieldPath
 from webhook.cluster import reports
 from webhook.cluster.checks import ClusterChecks
 from webhook.cluster.client import ClusterError
@@ -45,19 +47,26 @@ from webhook.output.audit_report import FORMATS, Collector, ObjectRef, report_na
 from webhook.output.findings import PENDING
 from webhook.output.progress import Progress
 
+# the table is `text`, as every command's human format is named (`table` still accepted)
+HUMAN_FORMATS = tuple("text" if f == "table" else f for f in FORMATS)
 # (kind of the owner, kind of the owned) pairs whose owned objects are not audited twice
 OWNED = {("ReplicaSet", "Deployment"), ("Job", "CronJob")}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", metavar="PATH",
-                        help="audit these files/directories instead of a live cluster")
+                        help="audit these files/directories instead of a live cluster; "
+                             "- for standard input")
+    parser.add_argument("--stdin-filename", metavar="NAME", default=options.STDIN_NAME,
+                        help="file name to report for standard input")
     sources.add_source_arguments(parser)
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="cluster to audit (default: in-cluster config, else ~/.kube/config)")
     parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
-    options.add_format_options(parser, FORMATS, "table")
-    options.add_file_option(parser, FORMATS)
+    parser.add_argument("-n", "--namespace", metavar="NS",
+                        help="audit only the workloads of this namespace (as kubectl -n)")
+    options.add_format_options(parser, HUMAN_FORMATS, "text", aliases={"table": "text"})
+    options.add_file_option(parser, HUMAN_FORMATS)
     parser.add_argument("--report-passes", "--include-passes", dest="report_passes",
                         action="store_true",
                         help="policyreport/openreports/--apply: also a `pass` result for each "
@@ -94,17 +103,30 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if args.apply and args.paths:
         warn("--apply writes the reports into the live cluster: it audits no PATH")
         return 2
+    if args.format == "sarif" and not args.paths:
+        warn("-o sarif needs files: code scanning needs a file and line for every result, "
+             "and objects read from a live cluster have none. Audit the manifests instead "
+             "(gpupolicy audit PATH -o sarif), or use -o json, policyreport or openreports")
+        return 2
     started = time.monotonic()
     try:
-        source: Source = (FileSource(args.paths) if args.paths
-                          else LiveSource.connect(args.kubeconfig, args.context, args.page_size,
-                                                  args.timeout))
+        source: Source = (
+            FileSource(args.paths, stdin=sys.stdin.buffer.read() if "-" in args.paths else None,
+                       stdin_name=args.stdin_filename) if args.paths
+            else LiveSource.connect(args.kubeconfig, args.context, args.page_size,
+                                    args.timeout))
+        source.namespace = args.namespace
         found = source.cluster_objects(warn)
         context = build_context(args, found, warn)
         source.kinds = context.workload_kinds  # --workload-kinds kinds are listed too
         progress = Progress(stderr, enabled=_progress_on(args.progress, stderr))
+        # -n NS: that namespace's reports only, and no cluster report (its facts would be
+        # those of one namespace's pods)
+        covered = {args.namespace} if args.namespace else set(found.namespaces)
         collector = audit(source, context, progress, passes=args.report_passes,
-                          shard=args.shard, covered=set(found.namespaces))
+                          shard=args.shard, covered=covered)
+        if args.namespace:
+            collector.cluster_report = False
     except (ClusterError, sources.SourceError, PolicyLoadError) as exc:
         warn(str(exc))
         if args.apply:
@@ -120,15 +142,15 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         assert isinstance(source, LiveSource)
         return apply(args, source, collector, stdout, warn)
     try:
-        if args.output:
-            with open(args.output, "w", encoding="utf-8") as out:
-                write(args.format, collector, out)
-        else:
-            write(args.format, collector, stdout)
+        with options.report_stream(args.output_file, stdout) as out:
+            write("table" if args.format == "text" else args.format, collector, out)
     except OSError as exc:
-        warn(f"cannot write the report: {exc}")
+        warn(options.cannot_write(args.output_file, exc))
         return 2
-    return 1 if collector.refused_objects else 0
+    if args.format == "sarif":
+        _say_what_sarif_left_out(collector, warn)
+    # a fact is an error under every mode (the API server refuses it): exit 1 as lint does
+    return 1 if collector.refused_objects or collector.severities["error"] else 0
 
 
 def incomplete(args: argparse.Namespace, source: Source, collector: Collector,
@@ -139,17 +161,14 @@ def incomplete(args: argparse.Namespace, source: Source, collector: Collector,
     for what, why in sorted(source.failures.items()):
         warn(f"could not read {what}: {why}")
     collector.incomplete = True
-    if args.apply or args.format not in ("table", "json"):
+    if args.apply or args.format not in ("text", "json"):
         warn("the audit is incomplete: no report " + ("written" if args.apply else "printed"))
         return 2
     try:
-        if args.output:
-            with open(args.output, "w", encoding="utf-8") as out:
-                write(args.format, collector, out)
-        else:
-            write(args.format, collector, stdout)
+        with options.report_stream(args.output_file, stdout) as out:
+            write("table" if args.format == "text" else args.format, collector, out)
     except OSError as exc:
-        warn(f"cannot write the report: {exc}")
+        warn(options.cannot_write(args.output_file, exc))
     warn("the audit is incomplete: what could not be read is not in the report")
     return 2
 
@@ -159,7 +178,7 @@ def apply(args: argparse.Namespace, source: LiveSource, collector: Collector, st
     """Write the reports (--apply) and print one JSON line: what was audited and written.
     Exit 0 once they are written, findings or not (the findings are in the reports)."""
     writer = reports.ReportWriter(source.api, source.retry, shard=args.shard,
-                                  page_size=args.page_size)
+                                  page_size=args.page_size, namespace=args.namespace)
     try:
         apis = reports.report_apis(source.api, args.report_api, source.retry)
         done = writer.apply(collector, apis)
@@ -208,6 +227,7 @@ def audit(source: Source, context: Context, progress: Progress, *,
     collector.cluster_report = index == 0
     collector.covered = {ns for ns in covered or () if shard_of(ns, count) == index}
     checks = ClusterChecks(context)
+    places: Places = {}
     for kind, batch in source.workloads(progress, collector.unavailable):
         for obj, locate in batch:
             if count > 1 and shard_of(namespace_of(obj, None), count) != index:
@@ -215,17 +235,23 @@ def audit(source: Source, context: Context, progress: Progress, *,
                     checks.view.add_pod(obj, namespace_of(obj, None),
                                         str(sources.metadata_of(obj).get("name") or "?"))
                 continue
-            audit_one(obj, kind, context, collector, checks, locate)
+            audit_one(obj, kind, context, collector, checks, locate, places)
         progress.advance(kind, len(batch))
     progress.done()
     for file, problem in source.problems:
         collector.unreadable_document(file, problem)
-    finish(collector, checks)
+    finish(collector, checks, places)
     return collector
 
 
+# (namespace, name) of a GPU pod read from a file -> where its document is (file, line,
+# column): a Pending pod's finding is placed there, as code scanning needs a place for each
+Places = dict[tuple[str, str], tuple[str, int, int]]
+
+
 def audit_one(obj: dict[str, Any], kind: str, context: Context, collector: Collector,
-              checks: ClusterChecks, locate: Locator = None) -> None:
+              checks: ClusterChecks, locate: Locator = None,
+              places: Places | None = None) -> None:
     meta = sources.metadata_of(obj)
     if _owned(kind, meta):
         collector.skipped[kind] += 1
@@ -241,9 +267,11 @@ def audit_one(obj: dict[str, Any], kind: str, context: Context, collector: Colle
     collector.add(ref, decision)
     if kind == "Pod":
         checks.pod(obj, namespace, ref.name, decision.gpu)
+        if decision.gpu and locate is not None and places is not None:
+            places[(namespace, ref.name)] = locate(())
 
 
-def finish(collector: Collector, checks: ClusterChecks) -> None:
+def finish(collector: Collector, checks: ClusterChecks, places: Places | None = None) -> None:
     over = checks.findings()
     for o in over:
         collector.write(None, rule=o.rule, severity="warning", policy=o.policy,
@@ -251,7 +279,8 @@ def finish(collector: Collector, checks: ClusterChecks) -> None:
     for p in checks.pending:
         reasons = "; ".join(p.pools) or "no GPU node pool in the inventory"
         scheduler = f"scheduler: {p.scheduler}; " if p.scheduler else ""
-        ref = ObjectRef("Pod", "v1", p.namespace, p.name)
+        place = (places or {}).get((p.namespace, p.name))
+        ref = ObjectRef("Pod", "v1", p.namespace, p.name, locate=_at(place))
         collector.write(ref, rule=PENDING, severity="warning", action="warn",
                         message=f"GPU pod Pending: {scheduler}{reasons}")
     collector.cluster = {
@@ -262,6 +291,36 @@ def finish(collector: Collector, checks: ClusterChecks) -> None:
         "pendingGPUPods": {"total": checks.pending_total,
                            "pods": [p.as_dict() for p in checks.pending]},
     }
+
+
+def _at(place: tuple[str, int, int] | None) -> Locator:
+    """A locator that puts every finding of the object at its document."""
+    if place is None:
+        return None
+
+    def locate(_path: FieldPath) -> tuple[str, int, int]:
+        return place
+
+    return locate
+
+
+def _say_what_sarif_left_out(collector: Collector, warn: Callable[[str], None]) -> None:
+    """Findings without a file (a shared GPU over its limit: a node's, not a document's) are
+    not in the SARIF log, since GitHub refuses a whole upload for one result without a place;
+    and a result against standard input's stand-in name points at no file in the repository."""
+    left: Counter[str] = Counter()
+    on_stdin = False
+    for record in collector.records():
+        left[record["rule"]] += not record.get("file")
+        on_stdin = on_stdin or record.get("file") == options.STDIN_NAME
+    left = +left  # the rules with a count
+    if on_stdin:
+        warn(f"warning: {options.STDIN_WITHOUT_NAME}")
+    if left:
+        rules = ", ".join(f"{n} {rule}" for rule, n in sorted(left.items()))
+        warn(f"left out of the SARIF log: {sum(left.values())} finding"
+             f"{'s' * (sum(left.values()) != 1)} with no file and line ({rules}); "
+             "-o json lists them")
 
 
 def _owned(kind: str, meta: Mapping[str, Any]) -> bool:

@@ -34,10 +34,11 @@ from policies.engine import claim_view, explain, is_claim, namespace_of
 from policies.loading import PolicyLoadError
 from policies.paths import to_display
 from policies.workloads import unlisted_pod_template
-from webhook.cluster.client import ClusterError
+from webhook.cluster.client import ClusterError, unreachable
 from webhook.cluster.listing import BUILT_IN, CUSTOM, LiveSource, discovered_kinds, served_versions
 from webhook.commands import options
 from webhook.inputs import sources
+from webhook.output import report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
     parser.add_argument("--namespace", "-n", metavar="NS",
                         help="namespace of documents that name none (default: default)")
-    options.add_format_options(parser, ("text", "json"), "text", output=False)
+    options.add_format_options(parser, ("text", "json"), "text")
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -68,10 +69,10 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if not answers:
         warn(f"{args.target}: no workload with a pod spec and no ResourceClaim found")
         return 2
-    if args.format == "json":
-        stdout.write(json.dumps(answers, indent=2) + "\n")
-    else:
-        stdout.write(render(answers, pools_known=context.inventory is not None))
+    text = (json.dumps(answers, indent=2) + "\n" if args.format == "json"
+            else render(answers, pools_known=context.inventory is not None))
+    if not options.write_report(text, args.output_file, stdout, stderr, "explain"):
+        return 2
     return 1 if any(not spec["fits"] for a in answers
                     for spec in (*a["podSpecs"], *a["devices"])) else 0
 
@@ -93,7 +94,7 @@ def _load(args: argparse.Namespace, warn: Any) -> tuple[list[dict[str, Any]], Co
         if stream.problems:
             p = stream.problems[0]
             raise sources.SourceError(f"{args.target}:{p.line}:{p.column}: {p.message}")
-        found = sources.ClusterObjects()
+        found = sources.ClusterObjects(namespace=args.namespace or "default")
         every = []
         for obj in sources.stream_objects(stream):
             found.add(obj)
@@ -129,7 +130,7 @@ def fetch(live: LiveSource, target: str) -> dict[str, Any]:
             raise ClusterError(f"{target}: not found in the cluster") from None
         raise ClusterError(f"{target}: HTTP {exc.status} {exc.reason}") from None
     except HTTPError as exc:
-        raise ClusterError(f"cannot reach the API server at {live.server}: {exc}") from None
+        raise unreachable(live.server, exc) from None
 
 
 def _read(live: LiveSource, kind: str, namespace: str, name: str) -> dict[str, Any]:
@@ -198,7 +199,7 @@ def answer(obj: dict[str, Any], context: Context, namespace: str | None,
             "path": to_display(path) or "(pod)",
             "fits": any(v.fits for v in verdicts),
             "pools": [{"pool": v.pool, "nodes": v.nodes, "model": v.model, "fits": v.fits,
-                       "reasons": list(v.reasons),
+                       "reasons": list(v.reasons), "scheduler": v.scheduler,
                        **({"allocation": v.allocation} if v.allocation else {})}
                       for v in verdicts],
         })
@@ -257,7 +258,8 @@ def render(answers: list[dict[str, Any]], *, pools_known: bool) -> str:
                          "GPU share is annotated")
         for spec in a["podSpecs"]:
             fitting = [p["pool"] for p in spec["pools"] if p["fits"]]
-            verdict = (f"fits {len(fitting)} of {len(spec['pools'])} pools"
+            total = len(spec["pools"])
+            verdict = (f"fits {len(fitting)} of {total} pool{'s' * (total != 1)}"
                        if fitting else "fits NO node pool")
             lines.append(f"  pod spec {spec['path']}: {verdict}")
             for p in spec["pools"]:
@@ -265,6 +267,9 @@ def render(answers: list[dict[str, Any]], *, pools_known: bool) -> str:
                 head = f"    pool {p['pool']} ({size}{p['model'] or 'no GPU'}): "
                 if p["fits"]:
                     lines.append(head + "fits")
+                elif p["scheduler"]:  # the scheduler's words, then every reason in full
+                    lines.append(head + p["scheduler"])
+                    lines.extend(f"{' ' * 6}- {r}" for r in p["reasons"])
                 else:
                     lines.append(head + p["reasons"][0])
                     lines.extend(f"{' ' * 6}- {r}" for r in p["reasons"][1:])
@@ -272,4 +277,5 @@ def render(answers: list[dict[str, Any]], *, pools_known: bool) -> str:
     if not pools_known:
         lines.append("No inventory: the pools are the GPU catalog's models and amounts are not "
                      "checked. Give --inventory FILE (kubectl get nodes -o yaml) or a cluster.")
-    return "\n".join(lines) + "\n"
+    # names and messages quote the manifest: escaped, as every text report does
+    return "\n".join(report.printable(line) for line in lines) + "\n"

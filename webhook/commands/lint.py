@@ -2,6 +2,9 @@
 
 Each Kubernetes object goes through `policies.engine.review` exactly as the webhook would send
 it; violations and would-be mutations become report findings placed at the offending field.
+Charts and overlays (webhook/inputs/discover.py) are rendered by the real helm and kustomize
+(webhook/inputs/render.py) and their findings moved to the template, base or patch that wrote
+the field (webhook/output/helm.py, webhook/output/kustomize.py).
 Only the standard library, PyYAML and the core are imported on this path; `--fix` loads its
 round-trip writer lazily.
 """
@@ -14,31 +17,38 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from policies import yamlpos
 from policies.decision import PatchOp
-from policies.paths import FieldPath, to_pointer
+from policies.paths import FieldPath, to_display, to_pointer
 from webhook.commands import options
-from webhook.inputs import sources
-from webhook.inputs.sources import manifest_files
+from webhook.inputs import discover, sources
+from webhook.inputs.discover import Target
 from webhook.output import findings, helm, report
-from webhook.output.findings import ENGINE_ERROR, MUTATION
+from webhook.output.findings import ENGINE_ERROR, MUTATION, UNRESOLVED
 from webhook.output.findings import Finding as ReportFinding
 
+if TYPE_CHECKING:
+    from webhook.output import kustomize
+
 STDIN = "-"
+# apiVersion groups of files that build manifests rather than being ones
+BUILD_API_GROUPS = ("kustomize.config.k8s.io/", "config.kubernetes.io/")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from webhook.inputs.sources import add_source_arguments
 
     parser.add_argument("paths", nargs="*", metavar="PATH",
-                        help="files or directories (recursive: *.yaml, *.yml, *.json); - for stdin")
+                        help="files or directories (recursive: *.yaml, *.yml, *.json; a folder "
+                             "with Chart.yaml or a kustomization is rendered first); - for stdin")
     add_source_arguments(parser)
     parser.add_argument("--namespace", "-n", metavar="NS",
                         help="namespace of documents that name none (default: default)")
     parser.epilog = ("Exit status: 0 when no finding is an error, 1 when one is, 2 for a usage "
-                     "error or a path that cannot be read.")
+                     "error, a path that cannot be read, or a chart or overlay that cannot be "
+                     "rendered.")
     options.add_format_options(parser, report.FORMATS, "text")
     options.add_file_option(parser, report.FORMATS)
     parser.add_argument("--show-mutations", action="store_true",
@@ -51,10 +61,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "goes to stderr), change nothing")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                         help="colour the text report (auto: on a terminal, unless NO_COLOR)")
-    parser.add_argument("--stdin-filename", metavar="NAME", default="<stdin>",
+    parser.add_argument("--stdin-filename", metavar="NAME", default=options.STDIN_NAME,
                         help="file name to report for standard input")
     parser.add_argument("--verbose", "-v", action="store_true",
-                        help="say which documents were skipped and why")
+                        help="say which files and documents were skipped and why")
+    render = parser.add_argument_group("charts and overlays")
+    render.add_argument("--no-render", action="store_true",
+                        help="lint chart and overlay files as they are, without helm or kustomize")
+    render.add_argument("--helm-values", metavar="FILE", action="append", default=[],
+                        help="a values file for every chart, after its values.yaml (repeatable)")
+    render.add_argument("--helm-set", metavar="KEY=VALUE", action="append", default=[],
+                        help="a value for every chart, as helm --set (repeatable)")
+    parser.add_argument("--exclude", metavar="GLOB", action="append", default=[],
+                        help="leave out paths matching GLOB under a directory given (repeatable; "
+                             "gitignore-like, as the lines of a .gpupolicyignore there)")
 
 
 @dataclass(slots=True)
@@ -74,6 +94,7 @@ class Result:
     files: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     documents: int = 0
+    unfixable: list[str] = field(default_factory=list)  # rendered inputs with mutations
 
 
 class UsageError(Exception):
@@ -82,37 +103,58 @@ class UsageError(Exception):
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from policies.loading import PolicyLoadError
+    from webhook.inputs.render import RenderError
 
     options.merge_files(args)
     try:
         if args.fix and STDIN in args.paths:
             raise UsageError("--fix cannot write to standard input; use --fix-dry-run")
-        inputs = collect_inputs(args.paths, stdin_name=args.stdin_filename)
+        collected = collect(args.paths, stdin_name=args.stdin_filename, exclude=args.exclude,
+                            render=not args.no_render)
     except (UsageError, sources.SourceError) as exc:
         stderr.write(f"gpupolicy lint: {exc}\n")
         return 2
     loaded: list[tuple[str, bytes]] = []
     unreadable = False
-    for name, raw in inputs:
+    for name, raw in collected.inputs:
         try:
             loaded.append((name, raw if raw is not None else sources.read_bytes(name)))
         except sources.SourceError as exc:  # the other files are still linted
             stderr.write(f"gpupolicy lint: {exc}\n")
             unreadable = True
+    rendered: list[tuple[Target, bytes, Path | None]] = []
+    for target in collected.targets:
+        try:
+            rendered.append((target, *render_target(target, args)))
+        except RenderError as exc:  # one line per chart or overlay, never its raw templates
+            stderr.write(f"gpupolicy lint: {target.path}: {exc}\n")
+            unreadable = True
     try:
-        context, _ = sources.build_context(args, documents_among(loaded))
+        context, _ = sources.build_context(args, documents_among(
+            [*loaded, *((str(t.path), raw) for t, raw, _ in rendered)], args.namespace))
     except (sources.SourceError, PolicyLoadError) as exc:
         stderr.write(f"gpupolicy lint: {exc}\n")
         return 2
-    result = Result()
+    result = Result(notes=list(collected.notes))
     for name, raw in loaded:
         # one document at a time: a stream of 100k documents is linted in constant memory
         start = len(result.findings)
         lint_stream(name, yamlpos.iter_stream(raw), context, result, namespace=args.namespace,
-                    show_mutations=args.show_mutations and not args.fix)
-        rendered = helm.Sources(raw)
-        if rendered:  # Helm output: point at the chart's template files
-            result.findings[start:] = helm.place_all(result.findings[start:], rendered)
+                    show_mutations=args.show_mutations and not args.fix,
+                    skip_non_manifest=name != args.stdin_filename)
+        placed = helm.Sources(raw)
+        if placed:  # Helm output: point at the chart's template files
+            result.findings[start:] = helm.place_all(result.findings[start:], placed)
+            # the files checked are the templates (JUnit: no empty suite for the stream)
+            found = [p for p in placed.paths if p is not None]
+            if found:
+                result.files[-1:] = list(dict.fromkeys(found))
+            for chart in sorted(placed.missing):
+                stderr.write(f"gpupolicy lint: {name}: helm chart {chart!r} not found under "
+                             f"{Path.cwd()}: its findings stay at the rendered lines (lint "
+                             "from the folder that holds the chart)\n")
+    for target, raw, relative_to in rendered:
+        lint_rendered(target, raw, relative_to, context, result, args)
     if args.verbose:
         for note in result.notes:
             stderr.write(f"{note}\n")
@@ -122,30 +164,73 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
         not_fixed = fix.apply_edits(dict(loaded), result.edits, write=args.fix, stdout=stdout,
                                     stderr=stderr)
+        for name in result.unfixable:  # the output of a tool: its sources are the thing to fix
+            stderr.write(f"gpupolicy lint: {name}: not changed: rendered, so --fix cannot write "
+                         "the mutations back (see them with --show-mutations)\n")
     status = emit(args, result, stdout, stderr)
     return 2 if unreadable or not_fixed else status
 
 
+def render_target(target: Target, args: argparse.Namespace) -> tuple[bytes, Path | None]:
+    """The chart's or overlay's YAML, and the folder kustomize's origin paths are relative to."""
+    from webhook.inputs import render
+
+    if target.kind == "helm":
+        return render.helm(target.path, values=args.helm_values, sets=args.helm_set,
+                           namespace=args.namespace), None
+    return render.kustomize(target.path)
+
+
+def lint_rendered(target: Target, raw: bytes, relative_to: Path | None, context: Any,
+                  result: Result, args: argparse.Namespace) -> None:
+    """A rendered chart or overlay, its findings at the files in the repository that wrote
+    them; the report's file list names those files (the chart or overlay when it is clean)."""
+    from webhook.output import kustomize
+
+    name = str(target.path)
+    start, files = len(result.findings), len(result.files)
+    overlay = kustomize.Overlay(target.path, relative_to) if relative_to is not None else None
+    lint_stream(name, yamlpos.iter_stream(raw), context, result, namespace=args.namespace,
+                show_mutations=args.show_mutations, overlay=overlay, editable=False)
+    if target.kind == "helm":
+        chart = helm.chart_name(target.path)
+        placed = helm.Sources(raw, charts={chart: target.path} if chart else {})
+        result.findings[start:] = helm.place_all(result.findings[start:], placed)
+    shown = list(dict.fromkeys(f.file for f in result.findings[start:] if f.file))
+    known = set(result.files[:files])  # a base two overlays render is one file
+    result.files[files:] = [f for f in shown if f not in known] if shown else [name]
+
+
 def emit(args: argparse.Namespace, result: Result, stdout: TextIO, stderr: TextIO) -> int:
     color = args.color == "always" or (
-        args.color == "auto" and not args.output and _isatty(stdout)
+        args.color == "auto" and not options.to_file(args.output_file) and _isatty(stdout)
         and "NO_COLOR" not in os.environ
     )
     text = report.render(args.format, result.findings, files=result.files, color=color,
                          rule_help=findings.rule_help(f.rule for f in result.findings))
+    if args.format == "sarif" and any(f.file == options.STDIN_NAME for f in result.findings):
+        stderr.write(f"gpupolicy lint: warning: {options.STDIN_WITHOUT_NAME}\n")
     # with --fix-dry-run stdout carries the diff alone, ready for `git apply`
-    if not options.write_report(text, args.output, stderr if args.fix_dry_run else stdout,
+    if not options.write_report(text, args.output_file, stderr if args.fix_dry_run else stdout,
                                 stderr, "lint"):
         return 2
     return 1 if any(f.severity == "error" for f in result.findings) else 0
 
 
-def collect_inputs(paths: Sequence[str], *, stdin_name: str) -> list[tuple[str, bytes | None]]:
-    """(name, bytes for stdin / None for a file to read) in a stable order; a missing path or
-    an empty argument list is a usage error."""
+@dataclass(slots=True)
+class Collected:
+    inputs: list[tuple[str, bytes | None]]  # (name, bytes for stdin / None for a file to read)
+    targets: list[Target]  # charts and overlays to render
+    notes: list[str]  # what was left out, for -v
+
+
+def collect(paths: Sequence[str], *, stdin_name: str, exclude: Sequence[str] = (),
+            render: bool = True) -> Collected:
+    """The files, charts and overlays to lint, in a stable order; a missing path or an
+    empty argument list is a usage error."""
     if not paths:
         raise UsageError("no input: give files, directories or - for standard input")
-    out: list[tuple[str, bytes | None]] = []
+    out = Collected([], [], [])
     seen: set[Path] = set()  # a file named twice (or inside a named folder) is linted once
 
     def add(name: str) -> None:
@@ -155,35 +240,50 @@ def collect_inputs(paths: Sequence[str], *, stdin_name: str) -> list[tuple[str, 
             key = Path(name).absolute()
         if key not in seen:
             seen.add(key)
-            out.append((name, None))
+            out.inputs.append((name, None))
 
     for path in paths:
         if path == STDIN:
-            if not any(name == stdin_name for name, _ in out):
-                out.append((stdin_name, sys.stdin.buffer.read()))
+            if not any(name == stdin_name for name, _ in out.inputs):
+                out.inputs.append((stdin_name, sys.stdin.buffer.read()))
             continue
         p = Path(path)
+        inside = discover.enclosing(p) if render and p.exists() else None
+        if inside is not None and (p.is_file() or inside.path.resolve() != p.resolve()):
+            if inside.path.resolve() not in seen:  # part of a chart or overlay: render it whole
+                seen.add(inside.path.resolve())
+                out.targets.append(inside)
+                out.notes.append(f"{path}: part of {inside.path}, rendered whole")
+            continue
         if p.is_dir():
-            for found in manifest_files(p):
-                add(str(found))
+            found = discover.walk(p, exclude=exclude, render=render)
+            for file in found.files:
+                add(str(file))
+            for target in found.targets:
+                if target.path.resolve() not in seen:
+                    seen.add(target.path.resolve())
+                    out.targets.append(target)
+            out.notes += found.notes
         elif p.is_file() or p.is_symlink():
             add(path)
         else:
             raise UsageError(f"{path}: no such file or directory")
-    if not out:
+    if not out.inputs and not out.targets:
         raise UsageError(f"no manifests (*.yaml, *.yml, *.json) in {', '.join(paths)}: "
                          "nothing was linted")
     return out
 
 
-def documents_among(loaded: list[tuple[str, bytes]]) -> sources.ClusterObjects:
+def documents_among(loaded: list[tuple[str, bytes]], namespace: str | None = None
+                    ) -> sources.ClusterObjects:
     """The documents of the inputs that describe the cluster (sources.CONTEXT_KINDS); only
-    files that can hold one are read ahead of the rest."""
+    files that can hold one are read ahead of the rest. A claim that names no namespace is
+    in `namespace` (--namespace), as the workloads beside it are."""
     marks = {kind.encode() for kind in sources.CONTEXT_KINDS}
-    return sources.context_objects(
+    return sources.context_objects((  # streamed: a large dump is never held whole
         obj for _, raw in loaded if any(m in raw for m in marks)
         for doc in yamlpos.iter_stream(raw) if isinstance(doc, yamlpos.Document)
-        for _, obj in doc.objects())  # streamed: a large dump is never held whole
+        for _, obj in doc.objects()), namespace)
 
 
 def lint_stream(
@@ -194,14 +294,24 @@ def lint_stream(
     *,
     namespace: str | None = None,
     show_mutations: bool = False,
+    skip_non_manifest: bool = False,
+    overlay: kustomize.Overlay | None = None,
+    editable: bool = True,
 ) -> None:
+    """Lint one file's stream into `result`. With `skip_non_manifest`, a file that reads
+    cleanly and holds no Kubernetes object (a values file, a CI workflow) is skipped with a
+    note; one the reader refuses is reported whatever it was meant to be (it cannot be told).
+    `overlay`: a rendered overlay, whose findings go to the files that define each object."""
     from policies.engine import namespace_of, review
 
     result.files.append(name)
+    first, notes = len(result.findings), len(result.notes)
     items: Iterable[yamlpos.Document | yamlpos.SyntaxProblem] = (
         [*stream.problems, *stream.documents] if isinstance(stream, yamlpos.Stream) else stream)
+    objects = problems = 0
     for doc in items:
         if isinstance(doc, yamlpos.SyntaxProblem):
+            problems += 1
             result.findings.append(ReportFinding(
                 rule=doc.rule, severity="error", message=doc.message, file=name,
                 line=doc.line, column=doc.column, document=doc.document or None,
@@ -214,42 +324,71 @@ def lint_stream(
             if not is_kubernetes_object(obj):
                 continue
             found = True
+            objects += 1
             result.documents += 1
+            origin = overlay.take(obj) if overlay is not None else None
             ns = namespace_of(obj, namespace)
             label = object_label(obj, ns)
+            here: list[ReportFinding] = []
+            paths: list[FieldPath | None] = []
             try:
                 decision = review(obj, context, namespace=ns)
             except Exception as exc:  # a bug in a rule must not hide every other finding
                 line, column = doc.position(prefix)
-                result.findings.append(ReportFinding(
+                here.append(ReportFinding(
                     rule=ENGINE_ERROR, severity="error", file=name, line=line, column=column,
                     message=f"engine failed: {type(exc).__name__}: {exc}", object=label,
                     document=doc.index,
                 ))
-                continue
-            where = f"{name}: document {doc.index} (line {doc.line})"
-            if decision.skipped:
-                result.notes.append(f"{where}: skipped, {decision.skipped}")
-            result.notes += [f"{where}: {note}" for note in decision.notes]
-            for v in decision.violations:
-                line, column = doc.position((*prefix, *v.path))
-                result.findings.append(ReportFinding(
-                    rule=v.rule, severity=v.severity, message=v.message, file=name,
-                    line=line, column=column, policy=v.policy, path=v.field or None,
-                    object=label, document=doc.index,
-                ))
-            if decision.ops:
-                result.edits.setdefault(name, []).append(
-                    Edit(doc.index, prefix, decision.ops, decision.mutated))
-                if show_mutations:
+                paths.append(None)
+                decision = None
+            if decision is not None:
+                where = f"{name}: document {doc.index} (line {doc.line})"
+                if decision.skipped:
+                    result.notes.append(f"{where}: skipped, {decision.skipped}")
+                unresolved = {u.note for u in decision.unresolved}  # said as findings below
+                result.notes += [f"{where}: {note}" for note in decision.notes
+                                 if note not in unresolved]
+                for v in decision.violations:
+                    line, column = doc.position((*prefix, *v.path))
+                    here.append(ReportFinding(
+                        rule=v.rule, severity=v.severity, message=v.message, file=name,
+                        line=line, column=column, policy=v.policy, path=v.field or None,
+                        object=label, document=doc.index,
+                    ))
+                    paths.append(v.path)
+                for u in decision.unresolved:  # a pod lint could not judge is said
+                    line, column = doc.position((*prefix, *u.path))
+                    here.append(ReportFinding(
+                        rule=UNRESOLVED, severity="warning", message=u.message, file=name,
+                        line=line, column=column, path=to_display(u.path), object=label,
+                        document=doc.index,
+                    ))
+                    paths.append(u.path)
+                if decision.ops and editable:
+                    result.edits.setdefault(name, []).append(
+                        Edit(doc.index, prefix, decision.ops, decision.mutated))
+                elif decision.ops and name not in result.unfixable:
+                    result.unfixable.append(name)
+                if decision.ops and show_mutations:
                     for op in decision.ops:
-                        result.findings.append(mutation_finding(
-                            op, doc, prefix, name=name, label=label))
+                        here.append(mutation_finding(op, doc, prefix, name=name, label=label))
+                        paths.append(op.path[:-1])
+            if origin is not None and overlay is not None:
+                here = [overlay.place(f, origin, path) for f, path in zip(here, paths,
+                                                                          strict=True)]
+            result.findings += here
         if not found:
             result.notes.append(
                 f"{name}: document {doc.index} (line {doc.line}): skipped, not a Kubernetes "
                 "object (needs apiVersion and kind)"
             )
+    if skip_non_manifest and not objects and not problems:  # values, a workflow, compose...
+        del result.findings[first:]
+        del result.notes[notes:]
+        result.files.pop()
+        result.notes.append(f"{name}: skipped, not a Kubernetes manifest (no document has "
+                            "apiVersion and kind)")
 
 
 def mutation_finding(
@@ -264,8 +403,10 @@ def mutation_finding(
 
 
 def is_kubernetes_object(obj: Any) -> bool:
+    """apiVersion and kind, and not a build file (a kustomization names them too)."""
     return (isinstance(obj, dict) and isinstance(obj.get("apiVersion"), str)
-            and isinstance(obj.get("kind"), str) and bool(obj["kind"]))
+            and isinstance(obj.get("kind"), str) and bool(obj["kind"])
+            and not obj["apiVersion"].startswith(BUILD_API_GROUPS))
 
 
 def object_label(obj: dict[str, Any], namespace: str) -> str:

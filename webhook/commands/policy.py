@@ -27,8 +27,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    files: list[Path] = []
     try:
-        files = [file for path in args.paths for file in manifest_files(Path(path))]
+        for path in args.paths:
+            under = manifest_files(Path(path))
+            if not under:  # as --policies of an empty directory: never "ok: 0 policies"
+                raise SourceError(f"{path}: no policy files (*.yaml, *.yml, *.json)")
+            files += under
     except SourceError as exc:
         stderr.write(f"gpupolicy policy check: {exc}\n")
         return 2

@@ -18,26 +18,24 @@ from typing import Any, TextIO
 import yaml
 
 from policies.model import API_VERSION, KIND, GPUPolicy
+from webhook.commands import options
 
 GROUP, _, VERSION = API_VERSION.partition("/")
 PLURAL = "gpupolicies"
 CRD_NAME = f"{PLURAL}.{GROUP}"
+FORMATS = ("json", "crd")
 _DROP = {"title", "$defs", "discriminator"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--format", choices=("json", "crd"), default="json",
-        help="json: JSON Schema of a GPUPolicy document; crd: the CustomResourceDefinition (YAML)",
-    )
+    options.add_format_options(parser, FORMATS, "json")
+    parser.epilog = ("json: the JSON Schema of a GPUPolicy document; crd: the "
+                     "CustomResourceDefinition (YAML) the chart installs")
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    if args.format == "crd":
-        stdout.write(crd_yaml())
-    else:
-        stdout.write(json.dumps(json_schema(), indent=2) + "\n")
-    return 0
+    text = crd_yaml() if args.format == "crd" else json.dumps(json_schema(), indent=2) + "\n"
+    return 0 if options.write_report(text, args.output_file, stdout, stderr, "schema") else 2
 
 
 def json_schema() -> dict[str, Any]:

@@ -11,21 +11,25 @@ polled by each worker (webhook/inputs/state.py). /metrics is served on its own p
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import gc
 import os
 import shutil
+import signal
 import socket
 import ssl
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any, TextIO
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.arbiter import Arbiter
 from gunicorn.glogging import Logger as GunicornLogger
 
-from webhook.http import admission, metrics_port, worker
+from webhook.http import admission, metrics_port, shared, worker
 from webhook.inputs import sources
 
 DEFAULT_SERVICE = "gpupolicy"
@@ -36,6 +40,10 @@ DEFAULT_NAMESPACE = "gpupolicy"
 # timeout leaves the closing to the client, which cannot race itself.
 DEFAULT_KEEPALIVE = 120
 LISTEN_BACKLOG = 2048
+# On SIGHUP the old workers keep serving until the new ones have loaded every source (listed
+# the cluster), for at most this long; gunicorn's own reload then waits graceful_timeout for
+# them to stop. A signal to stop cuts the wait short.
+ROLL_TIMEOUT = 30.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,16 +85,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 class TLSFiles:
     """An SSLContext for gunicorn's `ssl_context` hook (asked for at every new connection),
-    rebuilt when the certificate or key file changes. A pair that does not load (say, the
-    cert was replaced but not yet its key) leaves the previous context in use until the files
-    change again; then the next handshake tries anew."""
+    rebuilt when the certificate or key file changes, and only from a pair worth serving:
+    readable, key matching, valid now (notBefore/notAfter), covering `names` (see
+    TLSFiles.required_names). Any other pair (expired, not yet valid, for another name,
+    truncated, cert replaced but not yet its key) is refused with a warning and counted, the
+    last good pair keeps serving; a refused pair is tried again when the files change (a pair
+    not yet valid, also once its notBefore has passed).
 
-    def __init__(self, cert: str, key: str) -> None:
+    The master refreshes too (webhook/commands/serve.py's _Arbiter, every loop turn and before
+    each fork), so a worker forked later (SIGHUP, a worker killed) starts from the last good
+    pair the master holds, not the pair the server started with nor what is on disk now."""
+
+    def __init__(self, cert: str, key: str, names: tuple[str, ...] = ()) -> None:
         self.cert, self.key = cert, key
         self._lock = threading.Lock()
         self._mark = self._stat()
         self._failed: Any = None  # the file state that last failed to load
-        self._context = self._build()  # raises at start-up: a bad pair must not start
+        self._retry_at: float | None = None  # when the failed files may pass (not yet valid)
+        self.errors: dict[str, int] = {}  # refusals by reason, for the metrics
+        cert_pem, key_pem = self._read()
+        first = _check(cert_pem, key_pem, ())  # raises at start-up: a bad pair must not start
+        self.names = required_names(first, names)
+        self._context, self.not_after = self._build(cert_pem, key_pem), _not_after(first)
 
     def _stat(self) -> Any:
         try:
@@ -95,7 +115,11 @@ class TLSFiles:
         except OSError:
             return None
 
-    def _build(self) -> ssl.SSLContext:
+    def _read(self) -> tuple[bytes, bytes]:
+        return Path(self.cert).read_bytes(), Path(self.key).read_bytes()
+
+    @staticmethod
+    def _build(cert_pem: bytes, key_pem: bytes) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.options |= ssl.OP_NO_COMPRESSION
@@ -103,28 +127,107 @@ class TLSFiles:
         # keep producing oracles). TLS 1.3 suites are all AEAD and set apart by OpenSSL.
         context.set_ciphers("ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL")
         context.set_alpn_protocols(["http/1.1"])  # the apiserver forces HTTP/1.1
-        context.load_cert_chain(self.cert, self.key)
+        _load_chain(context, cert_pem, key_pem)  # the bytes checked, not the files again
         return context
 
     def context(self, *_: Any) -> ssl.SSLContext:
-        mark = self._stat()
-        if mark == self._mark or mark is None or mark == self._failed:
-            return self._context
-        with self._lock:
-            if mark != self._mark and mark != self._failed:
-                try:
-                    self._context = self._build()
-                    self._mark = mark
-                    _log_event("tls certificate reloaded", cert=self.cert)
-                except (OSError, ssl.SSLError, ValueError) as exc:
-                    self._failed = mark
-                    _log_event("tls certificate reload failed; keeping the previous one",
-                               level=30, cert=self.cert, error=str(exc))
+        self.refresh()
         return self._context
+
+    def refresh(self) -> None:
+        mark = self._stat()
+        if mark == self._mark or mark is None:
+            return
+        if mark == self._failed and (self._retry_at is None or time.time() < self._retry_at):
+            return
+        with self._lock:
+            if mark == self._mark or (mark == self._failed and (
+                    self._retry_at is None or time.time() < self._retry_at)):
+                return
+            try:
+                cert_pem, key_pem = self._read()
+                cert = _check(cert_pem, key_pem, self.names)
+                context = self._build(cert_pem, key_pem)
+            except (OSError, ssl.SSLError, ValueError) as exc:
+                from webhook import certs
+
+                problem = exc if isinstance(exc, certs.PairProblem) else None
+                reason = problem.reason if problem else "unreadable"
+                retry = problem.retry_at if problem else None
+                self._failed, self._retry_at = mark, retry.timestamp() if retry else None
+                self.errors[reason] = self.errors.get(reason, 0) + 1
+                _log_event("tls certificate refused; keeping the last good one", level=30,
+                           cert=self.cert, reason=reason, error=str(exc),
+                           serving_until=_iso(self.not_after))
+                return
+            self._context, self.not_after = context, _not_after(cert)
+            self._mark, self._failed, self._retry_at = mark, None, None
+            _log_event("tls certificate reloaded", cert=self.cert,
+                       not_after=_iso(self.not_after))
+
+    def register(self, meters: Any) -> None:
+        """The certificate's families, on a worker's Metrics."""
+        meters.gauge("gpupolicy_tls_certificate_expiry_seconds",
+                     "Seconds until the serving certificate's notAfter (negative: expired); "
+                     "the least over the workers.", mode="livemin",
+                     read=lambda: {(): self.not_after - time.time()})
+        meters.counter("gpupolicy_tls_reload_errors",
+                       "Certificate/key pairs refused on reload (expired, not_yet_valid, "
+                       "wrong_name, key_mismatch, unreadable), counted by each worker that "
+                       "read them; the last good pair keeps serving.", ["reason"],
+                       read=lambda: {(r,): float(n) for r, n in {
+                           **dict.fromkeys(TLS_REFUSALS, 0), **self.errors}.items()})
+
+
+TLS_REFUSALS = ("expired", "not_yet_valid", "wrong_name", "key_mismatch", "unreadable")
+
+
+def required_names(first: Any, service_names: tuple[str, ...]) -> tuple[str, ...]:
+    """The names a new pair must cover: the Service's (`<service>.<namespace>.svc`, what the
+    apiserver calls) when the starting certificate names it; else (a webhook reached by URL, a
+    local run) every name of the starting certificate."""
+    from webhook import certs
+
+    have = certs.cert_names(first)
+    if service_names and all(any(certs.names_match(h, n) for h in have) for n in service_names):
+        return service_names
+    return tuple(have)
+
+
+def _check(cert_pem: bytes, key_pem: bytes, names: tuple[str, ...]) -> Any:
+    from webhook import certs
+
+    return certs.check_pair(cert_pem, key_pem, names)
+
+
+def _not_after(cert: Any) -> float:
+    return float(cert.not_valid_after_utc.timestamp())
+
+
+def _iso(stamp: float) -> str:
+    return dt.datetime.fromtimestamp(stamp, dt.UTC).isoformat(timespec="seconds")
+
+
+def _load_chain(context: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
+    """load_cert_chain reads files only: hand it the checked bytes through an anonymous
+    in-memory file (a private temporary file where memfd_create does not exist)."""
+    blob = cert_pem.rstrip(b"\n") + b"\n" + key_pem
+    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+        fd = os.memfd_create("gpupolicy-tls", os.MFD_CLOEXEC)
+        try:
+            os.write(fd, blob)
+            context.load_cert_chain(f"/proc/self/fd/{fd}")
+        finally:
+            os.close(fd)
+        return
+    with tempfile.NamedTemporaryFile(prefix="gpupolicy-tls-") as tmp:  # mode 0600
+        tmp.write(blob)
+        tmp.flush()
+        context.load_cert_chain(tmp.name)
 
 
 def _log_event(msg: str, level: int = 20, **fields: Any) -> None:
-    from webhook.http import logs
+    from webhook import logs
 
     logs.event(logs.get(), msg, level=level, **fields)
 
@@ -147,15 +250,23 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         stderr.write("gpupolicy serve: give both --tls-cert and --tls-key, or neither\n")
         return 2
     _multiproc_dir()  # before anything imports prometheus_client
-    from webhook.http import logs
+    from webhook import logs
 
     logs.setup(args.log_level)
     try:
         cert, key = _tls_files(args, stdout)
-        tls = TLSFiles(cert, key)
+        from webhook import certs
+
+        service = certs.service_names(args.service, args.service_namespace)[0]
+        tls = TLSFiles(cert, key, (service,))
     except (OSError, ssl.SSLError, ValueError) as exc:
         stderr.write(f"gpupolicy serve: TLS certificate/key unusable: {exc}\n")
         return 2
+    if tls.names != (service,):
+        _log_event("the serving certificate does not name the Service: an apiserver calling "
+                   "the webhook through it will refuse the handshake; a new pair must name "
+                   "what this one names", level=30, cert=cert, service=service,
+                   names=list(tls.names))
     # Check the inputs once before forking; the workers load (and count) for themselves.
     from webhook.cluster import watch as cluster_sources
 
@@ -215,15 +326,15 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _multiproc_dir() -> None:
-    given = os.environ.get(metrics_port.MULTIPROC_ENV)
+    given = os.environ.get(shared.MULTIPROC_ENV)
     if given:
         Path(given).mkdir(parents=True, exist_ok=True)
-        for pattern in ("*.db", f"{metrics_port.READY_PREFIX}*"):  # an earlier run's would count
+        for pattern in ("*.db", f"{shared.READY_PREFIX}*"):  # an earlier run's would count
             for old in Path(given).glob(pattern):
                 old.unlink()
         return
     path = tempfile.mkdtemp(prefix="gpupolicy-metrics-")
-    os.environ[metrics_port.MULTIPROC_ENV] = path
+    os.environ[shared.MULTIPROC_ENV] = path
     import atexit
 
     master = os.getpid()
@@ -268,7 +379,7 @@ def _build(args: argparse.Namespace, record: bool = True) -> tuple[Any, Any]:
     return state, files
 
 
-def _load_app(args: argparse.Namespace) -> Any:
+def _load_app(args: argparse.Namespace, tls: TLSFiles | None = None) -> Any:
     """Runs in each worker (no preload): its own State and file watcher thread."""
     from webhook.http.server import create_app
 
@@ -280,6 +391,8 @@ def _load_app(args: argparse.Namespace) -> Any:
     files.load_all()
     files.start(args.reload_interval)
     app = create_app(state, max_body=args.max_body_bytes)
+    if tls is not None:
+        tls.register(app.extensions["gpupolicy.metrics"])
     if cluster is not None:
         cluster.register(app.extensions["gpupolicy.metrics"])
     return app
@@ -290,7 +403,7 @@ class _JSONLogger(GunicornLogger):  # type: ignore[misc]
 
     def setup(self, cfg: Any) -> None:
         super().setup(cfg)
-        from webhook.http.logs import JSONFormatter
+        from webhook.logs import JSONFormatter
 
         for handler in self.error_log.handlers:
             handler.setFormatter(JSONFormatter())
@@ -301,6 +414,52 @@ def _child_exit(_server: Any, dead: Any) -> None:
 
     metrics.worker_exited(dead.pid)
     metrics_port.unpublish(dead.pid)
+
+
+class _Arbiter(Arbiter):  # type: ignore[misc]
+    """gunicorn's master, which also keeps the last good certificate pair for the workers it
+    forks, marks each new worker "starting" (not ready) until that worker reports, and on
+    SIGHUP stops the old workers only once their replacements are ready (or after
+    ROLL_TIMEOUT): meanwhile the old ones judge with the whole state and the new ones take no
+    admission (webhook/http/worker.py), so a reload refuses nothing."""
+
+    def __init__(self, app: _Gunicorn) -> None:
+        super().__init__(app)
+        self.tls = app.tls
+        self.stopping = False
+
+    def signal(self, sig: int, frame: Any) -> None:
+        if sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+            self.stopping = True  # cut a reload's wait short: shutting down comes first
+        super().signal(sig, frame)
+
+    def manage_workers(self) -> None:  # every turn of the master's loop (≤ 1 s), and on HUP
+        self.tls.refresh()
+        if len(self.WORKERS) > self.num_workers:
+            self._await_replacements()
+        super().manage_workers()  # stops the oldest workers beyond num_workers
+
+    def _await_replacements(self) -> None:
+        deadline = time.monotonic() + ROLL_TIMEOUT
+        while not self.stopping and len(self.WORKERS) > self.num_workers:
+            newest = sorted(self.WORKERS.values(), key=lambda w: w.age)[-self.num_workers:]
+            states = metrics_port.states()
+            if all(metrics_port.serving(states.get(str(w.pid))) for w in newest):
+                return
+            if time.monotonic() >= deadline:
+                _log_event("new workers not ready; stopping the old ones anyway", level=30,
+                           waited_seconds=ROLL_TIMEOUT,
+                           not_ready=[w.pid for w in newest
+                                      if not metrics_port.serving(states.get(str(w.pid)))])
+                return
+            self.reap_workers()
+            time.sleep(0.1)
+
+    def spawn_worker(self) -> int:
+        self.tls.refresh()  # the child inherits the master's last good pair
+        pid: int = super().spawn_worker()  # the child never returns from it
+        metrics_port.expect_worker(pid)
+        return pid
 
 
 class _Gunicorn(BaseApplication):  # type: ignore[misc]
@@ -314,6 +473,7 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
         worker.GPUWorker.plain_ports = frozenset({a.metrics_port} - {0})
         worker.GPUWorker.expected_workers = a.workers
         worker.GPUWorker.body_limit = a.max_body_bytes
+        worker.GPUWorker.refresh_tls = self.tls.refresh
         settings = {
             "bind": [f"fd://{fd}" for fd in self.fds],
             "workers": a.workers,
@@ -327,7 +487,7 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
             "ssl_context": lambda _conf, _factory: self.tls.context(),
             "child_exit": _child_exit,
             "logger_class": _JSONLogger,
-            "accesslog": None,  # one JSON line per admission instead (webhook/http/logs.py)
+            "accesslog": None,  # one JSON line per admission instead (webhook/logs.py)
             "errorlog": "-",
             "loglevel": a.log_level,
             "proc_name": "gpupolicy",
@@ -339,8 +499,16 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
         for name, value in settings.items():
             self.cfg.set(name, value)
 
+    def run(self) -> None:
+        try:
+            _Arbiter(self).run()
+        except RuntimeError as exc:  # as BaseApplication.run does
+            sys.stderr.write(f"\nError: {exc}\n")
+            sys.stderr.flush()
+            sys.exit(1)
+
     def load(self) -> Any:
-        app = _load_app(self.args)
+        app = _load_app(self.args, self.tls)
         # Everything loaded so far (Flask, pydantic models, policies, the catalog) lives as
         # long as the worker: keep it out of the collector's way, so the short-lived objects
         # of each admission do not pay for walking it in every full collection.

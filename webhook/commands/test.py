@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from webhook.commands import options
 from webhook.inputs import sources, suite
 from webhook.output import report
 
-FORMATS = ("text", "junit")
+FORMATS = ("text", "json", "junit")
 Status = Literal["PASS", "FAIL", "ERROR"]
 _ABSENT = object()
 
@@ -70,11 +71,13 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         return 2
     runs = [_run(file, doc, catalog) if isinstance(doc, yamlpos.Document)
             else SuiteRun(file, file, error=doc) for file, doc in found]
-    for r in runs:
-        if r.error:
-            stderr.write(f"gpupolicy test: invalid suite: {r.error}\n")
-    text = format_junit(runs) if args.format == "junit" else format_text(runs)
-    if not options.write_report(text, args.output, stdout, stderr, "test"):
+    # the text report on stdout shows an invalid suite's problems: said once, not twice
+    if args.format != "text" or options.to_file(args.output_file):
+        for r in runs:
+            if r.error:
+                stderr.write(f"gpupolicy test: invalid suite: {r.error}\n")
+    text = {"junit": format_junit, "json": format_json}.get(args.format, format_text)(runs)
+    if not options.write_report(text, args.output_file, stdout, stderr, "test"):
         return 2
     statuses = {o.status for r in runs for o in r.outcomes}
     if any(r.error for r in runs) or "ERROR" in statuses:
@@ -127,20 +130,25 @@ def _run(file: str, document: yamlpos.Document, catalog: Catalog) -> SuiteRun:
     except _Invalid as exc:
         result.error = str(exc)
         return result
+    repeated = Counter(case.key for case in spec.cases)
     for index, case in enumerate(spec.cases):
         obj = objects.get(case.key)
+        # two cases on one resource get two names, so a report (JUnit above all) tells them apart
+        name = case.resource if repeated[case.key] == 1 else (
+            f"{case.resource} (case {index + 1}"
+            + (f": {case.description})" if case.description else ")"))
         if obj is None:
             line, _ = document.position(("cases", index, "resource"))
-            names = ["/".join(k) for k in objects]
+            names = [f"{o.get('kind')}/{k[1]}/{k[2]}" for k, o in objects.items()]
             known = ", ".join(names[:10]) + (f" and {len(names) - 10} more"
                                              if len(names) > 10 else "") or "none"
-            result.outcomes.append(Outcome(case.resource, "ERROR", [
+            result.outcomes.append(Outcome(name, "ERROR", [
                 f"{file}:{line}: cases[{index}].resource: {case.resource!r} is not among the "
                 f"resources of the suite (found: {known})"]))
             continue
         decision = review(obj, context, namespace=case.key[1])
         details = list(_compare(case, decision))
-        result.outcomes.append(Outcome(case.resource, "FAIL" if details else "PASS", details))
+        result.outcomes.append(Outcome(name, "FAIL" if details else "PASS", details))
     return result
 
 
@@ -170,7 +178,8 @@ def _inputs(
                     found.add(obj)
                     key = _key(obj)
                     if key in objects:
-                        raise sources.SourceError(f"{path}: {'/'.join(key)} is given twice")
+                        raise sources.SourceError(
+                            f"{path}: {obj.get('kind')}/{key[1]}/{key[2]} is given twice")
                     objects[key] = obj
         except sources.SourceError as exc:
             raise _Invalid(f"{where('resources', i)}: {exc}") from None
@@ -213,8 +222,10 @@ def _inputs(
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(kind lowercased, namespace, name): as a case names a resource (suite.Case.key)."""
     meta = sources.metadata_of(obj)
-    return (str(obj.get("kind") or ""), namespace_of(obj, None), str(meta.get("name") or ""))
+    return (str(obj.get("kind") or "").lower(), namespace_of(obj, None),
+            str(meta.get("name") or ""))
 
 
 # ---- comparing ------------------------------------------------------------------------------
@@ -298,12 +309,22 @@ def format_text(runs: Sequence[SuiteRun]) -> str:
             lines.append(f"  {o.status:<5} {o.resource}")
             lines.extend(f"        {d}" for d in o.details)
     total = _totals(runs)
-    lines.append(f"{total['tests']} case{'s' * (total['tests'] != 1)} in {len(runs)} "
-                 f"suite{'s' * (len(runs) != 1)}: "
+    lines.append(f"{report.plural(total['tests'], 'case')} in "
+                 f"{report.plural(len(runs), 'suite')}: "
                  f"{total['passed']} passed, {total['failures']} failed, "
-                 f"{total['errors']} errors")
+                 f"{report.plural(total['errors'], 'error')}")
     # messages quote manifest values: escaped as every report does
     return "\n".join(report.printable(line) for line in lines) + "\n"
+
+
+def format_json(runs: Sequence[SuiteRun]) -> str:
+    body = {
+        "suites": [{"file": r.file, "name": r.name, "error": r.error,
+                    "cases": [{"resource": o.resource, "status": o.status, "details": o.details}
+                              for o in r.outcomes]} for r in runs],
+        "summary": _totals(runs),
+    }
+    return json.dumps(body, indent=2, ensure_ascii=False) + "\n"
 
 
 def format_junit(runs: Sequence[SuiteRun]) -> str:

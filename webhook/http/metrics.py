@@ -36,7 +36,7 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.utils import floatToGoString
 
-from webhook.http.metrics_port import MULTIPROC_ENV
+from webhook.http.shared import MULTIPROC_ENV
 
 FLUSH_SECONDS = 0.25  # a flush of unchanged totals costs a few dict copies
 # A review takes about 0.1-0.5 ms: buckets from 100 µs, so p50 and p99 can be read off them.
@@ -139,7 +139,8 @@ class Metrics:
         self.requests = self.counter(
             "gpupolicy_admission_requests",
             "Admission requests answered, by webhook, operation and decision "
-            "(allowed, patched, denied, error, bad_request).",
+            "(allowed, patched, denied, error, bad_request; not_ready: refused unjudged, with "
+            "a 503, by a worker whose sources are not all loaded).",
             ["webhook", "operation", "decision"])
         self.latency = self.histogram(
             "gpupolicy_admission_request_duration_seconds",
@@ -156,6 +157,7 @@ class Metrics:
             self.engine_errors.inc(webhook, amount=0)
             self.requests.inc(webhook, "CREATE", "error", amount=0)
             self.requests.inc(webhook, "", "bad_request", amount=0)
+            self.requests.inc(webhook, "", "not_ready", amount=0)
         self.gauge("gpupolicy_build_info", "Always 1; the labels say what is running.",
                    ["version", "python"], mode="livemax",
                    read=lambda: {(_version(), platform.python_version()): 1.0})

@@ -5,6 +5,13 @@ Any worker may take the kubelet's probe, so /readyz must not answer for that wor
 worker publishes its own state (policies, namespaces, inventory loaded) in a small file beside
 the Prometheus samples, the master removes the file of a worker that died, and /readyz is 200
 only when as many workers as configured have published and every one of them is ready.
+
+The master writes a worker's file first, "starting", the moment it forks it (expect_worker):
+a worker still loading its app has not published anything, and without its file the workers
+being replaced (SIGHUP, a worker killed) would make /readyz 200 while the new one cannot judge
+yet. So /readyz follows the least ready worker, a worker that has not reported counting as
+not ready. A worker stopping (SIGTERM, replaced by SIGHUP) says so: it takes no new connection
+and no longer counts as one of the workers.
 """
 
 from __future__ import annotations
@@ -14,10 +21,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-READY_PREFIX = "ready-"  # ready-<pid>.json, one per live worker
-# The workers' shared directory: metrics files and readiness files. serve always sets it and
-# cleans it at start-up; prometheus_client reads it when first imported.
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+from webhook.http.shared import MULTIPROC_ENV, READY_PREFIX
+
 ROUTES = (b"/metrics", b"/healthz", b"/readyz")
 
 _published: dict[int, str] = {}  # pid -> the text last written, so unchanged states cost nothing
@@ -81,6 +86,24 @@ def publish(pid: int, detail: dict[str, Any]) -> None:
     _published[pid] = text
 
 
+STARTING = {"ready": False, "starting": True,
+            "waiting_for": ["the worker to load its sources"]}
+
+
+def expect_worker(pid: int) -> None:
+    """The master, right after forking a worker: it counts, as not ready, until it publishes.
+    Never over a state the worker already wrote."""
+    path = _ready_file(pid)
+    if path is None:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(json.dumps(STARTING, sort_keys=True))
+
+
 def unpublish(pid: int) -> None:
     """A worker leaving (or, from the master's child_exit hook, gone): it no longer counts."""
     path = _ready_file(pid)
@@ -89,7 +112,8 @@ def unpublish(pid: int) -> None:
     _published.pop(pid, None)
 
 
-def readiness(expected_workers: int) -> tuple[bool, dict[str, Any]]:
+def states() -> dict[str, Any]:
+    """Every worker's last published state, by pid (as text)."""
     where = os.environ.get(MULTIPROC_ENV)
     workers: dict[str, Any] = {}
     if where:
@@ -98,6 +122,35 @@ def readiness(expected_workers: int) -> tuple[bool, dict[str, Any]]:
                 workers[path.stem[len(READY_PREFIX):]] = json.loads(path.read_text("utf-8"))
             except (OSError, ValueError):
                 continue  # a worker gone between the glob and the read
-    ready = len(workers) >= expected_workers and all(
-        isinstance(d, dict) and d.get("ready") is True for d in workers.values())
-    return ready, {"ready": ready, "expected_workers": expected_workers, "workers": workers}
+    return workers
+
+
+def serving(detail: Any) -> bool:
+    """A worker ready to judge and taking new connections."""
+    return isinstance(detail, dict) and detail.get("ready") is True and not detail.get("stopping")
+
+
+def readiness(expected_workers: int) -> tuple[bool, dict[str, Any]]:
+    workers = states()
+    staying = {pid: d for pid, d in workers.items()
+               if not (isinstance(d, dict) and d.get("stopping"))}
+    not_ready = {pid: _why(detail) for pid, detail in staying.items() if not serving(detail)}
+    if len(staying) < expected_workers:
+        not_ready["workers"] = f"{len(staying)} of {expected_workers} workers running"
+    ready = not not_ready
+    return ready, {"ready": ready, "expected_workers": expected_workers, "workers": workers,
+                   "not_ready": not_ready}
+
+
+def _why(detail: Any) -> str:
+    """One line: what a worker waits for, and the errors that hold it."""
+    if not isinstance(detail, dict):
+        return "unreadable state"
+    if detail.get("starting"):
+        return "starting: not yet reported"
+    waiting = ", ".join(str(name) for name in detail.get("waiting_for") or [])
+    errors = detail.get("errors")
+    why = "; ".join(f"{name}: {text}" for name, text in sorted(errors.items())
+                    if "/" not in str(name)) if isinstance(errors, dict) else ""
+    text = f"waiting for {waiting}" if waiting else "not ready"
+    return text + (f" ({why})" if why else "")

@@ -12,13 +12,16 @@ from werkzeug.exceptions import HTTPException
 
 from policies.decision import Decision
 from policies.engine import namespace_of, review
-from webhook.http import admission, logs, metrics
+from webhook import logs
+from webhook.http import admission, metrics
 from webhook.inputs.state import State
 
 # The apiserver drops a trailing slash; a hand-made `/mutate/` works too and never redirects.
 _ROUTES = {"/mutate": "mutate", "/mutate/": "mutate",
            "/validate": "validate", "/validate/": "validate"}
-_STATUS = {200: "200 OK", 400: "400 BAD REQUEST", 500: "500 INTERNAL SERVER ERROR"}
+_STATUS = {200: "200 OK", 400: "400 BAD REQUEST", 500: "500 INTERNAL SERVER ERROR",
+           503: "503 SERVICE UNAVAILABLE"}
+NOT_READY_LOG_EVERY = 5.0  # seconds between log lines about admissions refused while unready
 
 
 def create_app(state: State, *, max_body: int = admission.MAX_BODY,
@@ -34,6 +37,22 @@ def create_app(state: State, *, max_body: int = admission.MAX_BODY,
     app.extensions["gpupolicy.metrics"] = meters
     requests, latency = meters.requests, meters.latency
     violations, engine_errors = meters.violations, meters.engine_errors
+
+    next_unready_log = [0.0]
+
+    def not_ready(webhook: str) -> tuple[int, bytes]:
+        """No verdict from a worker that has not loaded every source it expects (a cluster
+        not yet listed: its policies, namespaces and nodes unknown). Judging with the policy
+        files alone would admit what the cluster's policies refuse; a 503 makes the apiserver
+        apply the webhook's failurePolicy instead (Fail refuses, Ignore admits unjudged)."""
+        requests.inc(webhook, "", "not_ready")
+        message = unready_message(state)
+        now = time.monotonic()
+        if now >= next_unready_log[0]:  # one line now and then, not one per request
+            next_unready_log[0] = now + NOT_READY_LOG_EVERY
+            logs.event(log, "admission refused: not ready", level=30, webhook=webhook,
+                       error=message)
+        return 503, admission.encode({"error": message})
 
     def bad(webhook: str, message: str) -> tuple[int, bytes]:
         requests.inc(webhook, "", "bad_request")
@@ -51,7 +70,10 @@ def create_app(state: State, *, max_body: int = admission.MAX_BODY,
         return Response(data, status, content_type="application/json")
 
     def answer(webhook: str, body: bytes) -> tuple[int, bytes]:
-        """HTTP status and body for one AdmissionReview: 200 and the answer, or 400."""
+        """HTTP status and body for one AdmissionReview: 200 and the answer, 400, or 503
+        while the worker is not ready."""
+        if not state.ready:
+            return not_ready(webhook)
         started = time.perf_counter()
         try:
             req = admission.read_review(body)
@@ -204,6 +226,19 @@ def add_state_metrics(meters: metrics.Metrics, state: State) -> None:
         "1 while the last load of a source failed (the last good version stays in effect).",
         ["source"], mode="livemax",
         read=lambda: _source_errors(state))
+
+
+def unready_message(state: State) -> str:
+    """Why a worker gives no verdict yet, in one line a user sees in the apiserver's error."""
+    detail = state.detail()
+    waiting = ", ".join(str(name) for name in detail.get("waiting_for") or []) or "its sources"
+    errors = detail.get("errors") or {}
+    why = "; ".join(f"{name}: {text}" for name, text in sorted(errors.items())
+                    if "/" not in str(name))  # a skipped GPUPolicy does not hold readiness
+    text = (f"gpupolicy is not ready to judge: waiting for {waiting} to load"
+            + (f" ({why})" if why else "")
+            + "; no verdict given, the webhook's failurePolicy applies")
+    return admission.clean(text)
 
 
 def _source_errors(state: State) -> dict[tuple[str, ...], float]:

@@ -115,6 +115,10 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
     plain_ports: frozenset[int] = frozenset()
     expected_workers = 1
     body_limit = admission.MAX_BODY  # the app's --max-body-bytes: larger ones are refused unread
+    # serve's certificate check (TLSFiles.refresh): run by the loop twice a second too, not
+    # only at handshakes, so an idle worker's expiry metric and refusals are current.
+    refresh_tls: Callable[[], None] | None = None
+    _accepting: bool  # ThreadWorker's: the listeners are in the poller
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -126,6 +130,7 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
         self.gathering = 0  # body bytes being gathered by the loop, all connections together
         self.evicted = 0
         self.next_evict_log = 0.0
+        self.held = False  # admission listeners out of the poller: see _hold_admissions
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -174,6 +179,11 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
         if now >= self.next_publish:
             self.next_publish = now + 0.5
             self._publish()
+            if self.refresh_tls is not None:
+                try:
+                    self.refresh_tls()
+                except Exception:  # never stop the loop; handshakes keep the last good pair
+                    self.log.exception("tls certificate check failed")
 
     # -- the loop's side: accept, handshake, head, idle, close ---------------------------------
 
@@ -181,12 +191,51 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
         # ThreadWorker stops accepting at worker_connections; then accept() makes room by
         # closing the least useful waiting connection instead, so a crowd of idle clients
         # cannot lock the apiserver out.
-        super().set_accept_enabled(enabled or self.alive)
+        enabled = enabled or self.alive
+        if enabled != self._accepting:
+            for listener in self.sockets:
+                if self.held and not self._plain(listener):
+                    continue  # held: not in the poller
+                if enabled:
+                    listener.setblocking(False)
+                    self.poller.register(listener, selectors.EVENT_READ, self.accept)
+                else:
+                    self.poller.unregister(listener)
+            self._accepting = enabled
         if not enabled and not self.alive:
             # Stopping: close the listeners now, so a new connection is refused at once
             # instead of waiting in the backlog to be reset when the worker exits.
             for listener in self.sockets:
                 listener.close()
+
+    def _plain(self, listener: Any) -> bool:
+        return bool(listener.getsockname()[1] in self.plain_ports)
+
+    def _hold_admissions(self, ready: bool) -> None:
+        """A worker not ready to judge takes no admission connection while a sibling is ready
+        (a worker replaced after a crash, or by SIGHUP while the old ones still serve): the
+        kernel hands them to the sibling, which judges with the whole state, instead of this
+        worker answering 503. With no sibling ready it takes them, and answers 503 at once
+        (webhook/http/server.py): failing fast beats a connection left in the backlog. The
+        plain metrics port is always served."""
+        hold = not ready and self.alive and any(
+            metrics_port.serving(detail) for pid, detail in metrics_port.states().items()
+            if pid != str(self.pid))
+        if hold == self.held:
+            return
+        if self._accepting:
+            for listener in self.sockets:
+                if self._plain(listener):
+                    continue
+                if hold:
+                    self.poller.unregister(listener)
+                else:
+                    listener.setblocking(False)
+                    self.poller.register(listener, selectors.EVENT_READ, self.accept)
+        self.held = hold
+        self.log.info("admissions %s: %s", "held" if hold else "taken",
+                      "a sibling worker is ready and this one is not yet" if hold
+                      else "ready, or no sibling is")
 
     def accept(self, listener: Any) -> None:
         try:
@@ -465,8 +514,13 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
     # -- readiness, read by any worker's metrics port -------------------------------------------
 
     def _publish(self) -> None:
-        detail = _readiness() if _readiness is not None else {"ready": True}
+        # No app loaded yet, no readiness reader: never "ready" by default.
+        detail = _readiness() if _readiness is not None else {"ready": False}
+        if not self.alive:
+            detail = {**detail, "stopping": True}
         metrics_port.publish(self.pid, detail)
+        if detail.get("ready") is not True or self.held:  # once ready, nothing more to read
+            self._hold_admissions(detail.get("ready") is True)
 
 
 def _open_files() -> int:

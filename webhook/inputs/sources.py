@@ -23,6 +23,7 @@ from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
 from policies.dra.objects import Claim
 from policies.dra.parse_claims import parse_claim
 from policies.dra.pools import DraInventory
+from policies.dra.reader import unserved_dra_version
 from policies.engine import CLAIM_KINDS
 from policies.inventory import Inventory
 from policies.loading import PolicyLoadError, PolicyProblem, check_unique, parse_policies
@@ -34,8 +35,9 @@ BUNDLED_POLICIES = PACKAGE_DIR / "defaults"
 CATALOG_FILE = PACKAGE_DIR / "data" / "catalog.yaml"
 SUFFIXES = (".yaml", ".yml", ".json")
 # What the workload documents of lint and review may be read beside: Namespace labels (for
-# namespaceSelector) and the ResourceClaims pods name.
-CONTEXT_KINDS = ("Namespace", "ResourceClaim", "ResourceClaimTemplate")
+# namespaceSelector), the ResourceClaims pods name and the DeviceClasses claims name (a
+# driver's chart ships its classes with the workloads that use them).
+CONTEXT_KINDS = ("Namespace", "ResourceClaim", "ResourceClaimTemplate", "DeviceClass")
 # Kinds that describe the cluster rather than a workload: read from the inputs of every door.
 CLUSTER_KINDS = ("Namespace", "Node", "GPUPolicy", "ResourceSlice", "DeviceClass",
                  "ResourceClaim")  # ResourceClaimTemplate too: the scan looks for substrings
@@ -180,6 +182,9 @@ def read_cluster_file(path: Path | str) -> ClusterObjects:
     ResourceClaims and templates pods name), all read; one with no Node is an error."""
     found = ClusterObjects()
     for obj in read_objects(path):
+        unserved = unserved_dra_version(obj)
+        if unserved:  # its devices would be lost: every claim would be judged wrongly
+            raise SourceError(f"{path}: {unserved}")
         found.add(obj)
     if not found.nodes:
         # What a failed `kubectl get nodes -o yaml > nodes.yaml` leaves: not "no nodes".
@@ -188,10 +193,15 @@ def read_cluster_file(path: Path | str) -> ClusterObjects:
 
 
 def load_namespaces(paths: Iterable[Path | str]) -> dict[str, dict[str, str]]:
-    """Namespace name -> labels, from files of Namespace objects."""
+    """Namespace name -> labels, from files of Namespace objects. A file that holds none is an
+    error: a wrong file must not mean "no namespace has labels"."""
     found: dict[str, dict[str, str]] = {}
     for path in paths:
-        found.update(namespace_labels(read_objects(path)))
+        labels = namespace_labels(read_objects(path))
+        if not labels:
+            raise SourceError(f"{path}: no Namespace objects (give a file of Namespace objects, "
+                              "e.g. from kubectl get namespaces -o yaml)")
+        found.update(labels)
     return found
 
 
@@ -245,13 +255,16 @@ _GENERATED = ("resource.kubernetes.io/pod-claim-name",
               "resource.kubernetes.io/extended-resource-name")
 
 
-def claim_entry(obj: Mapping[str, Any], kind: str | None = None) -> tuple[ClaimKey, Claim] | None:
+def claim_entry(obj: Mapping[str, Any], kind: str | None = None, namespace: str = "default"
+                ) -> tuple[ClaimKey, Claim] | None:
     """The Context.claims key and parsed value of a ResourceClaim or ResourceClaimTemplate,
-    `kind` given for list items (which come without one). None for an object without a name
-    and for a claim generated for one pod: no pod spec can name it, so nothing keeps it."""
+    `kind` given for list items (which come without one); `namespace` is where one that names
+    none goes (a door's --namespace, as for the workloads beside it). None for an object
+    without a name and for a claim generated for one pod: no pod spec can name it, so nothing
+    keeps it."""
     kind = kind or str(obj.get("kind"))
     meta = metadata_of(obj)
-    name, namespace = meta.get("name"), meta.get("namespace") or "default"
+    name, namespace = meta.get("name"), meta.get("namespace") or namespace
     if kind not in CLAIM_KINDS or not isinstance(name, str) or not isinstance(namespace, str):
         return None
     if kind == "ResourceClaim" and generated_for_pod(meta):
@@ -283,9 +296,14 @@ class ClusterObjects:
     classes: list[dict[str, Any]] = field(default_factory=list)  # DRA DeviceClasses
     # ResourceClaims and ResourceClaimTemplates by (kind, namespace, name), for pods' claims
     claims: dict[ClaimKey, Claim] = field(default_factory=dict)
+    # The namespace of a claim that names none: the door's --namespace, which the workloads
+    # beside it that name none get too (a pod finds its template in its own namespace).
+    namespace: str = "default"
 
     def add(self, obj: Mapping[str, Any]) -> None:
         kind = obj.get("kind")
+        if not isinstance(kind, str):  # a list or a map in `kind` is no kind at all
+            return
         if kind == "Namespace":
             self.namespaces.update(namespace_labels([obj]))
         elif kind == "Node":
@@ -295,7 +313,7 @@ class ClusterObjects:
         elif kind == "DeviceClass":
             self.classes.append(dict(obj))
         elif kind in CLAIM_KINDS:
-            entry = claim_entry(obj)
+            entry = claim_entry(obj, namespace=self.namespace)
             if entry is not None:
                 self.claims[entry[0]] = entry[1]
         elif kind == "GPUPolicy":
@@ -325,16 +343,30 @@ def inventory_of(nodes: Iterable[Mapping[str, Any]], slices: Iterable[Any],
 def inventory_and_claims(found: ClusterObjects, inventory: Path | str | None,
                          catalog: Catalog) -> tuple[Inventory | None, dict[Any, Claim]]:
     """The inventory (the --inventory file, else the nodes among the inputs) and the
-    ResourceClaims pods may name (the file's, then the inputs'). Raises SourceError."""
+    ResourceClaims pods may name (the file's, then the inputs'). DeviceClasses among the
+    inputs join an inventory that lists DRA objects, as they will be once applied (an
+    input's class replaces the inventory's of that name). Raises SourceError."""
     if inventory:
         cluster = read_cluster_file(inventory)
+        if cluster.slices or cluster.classes:
+            cluster.classes = with_classes(cluster.classes, found.classes)
         return cluster.inventory(catalog), {**cluster.claims, **found.claims}
     return (found.inventory(catalog) if found.nodes else None), dict(found.claims)
 
 
-def context_objects(objects: Iterable[Mapping[str, Any]]) -> ClusterObjects:
-    """The CONTEXT_KINDS documents among `objects`."""
-    found = ClusterObjects()
+def with_classes(listed: Sequence[dict[str, Any]], given: Sequence[dict[str, Any]]
+                 ) -> list[dict[str, Any]]:
+    """The DeviceClasses `listed` (an inventory's) with those `given` (among the inputs)
+    added, a given class replacing a listed one of the same name."""
+    names = {_name(c) for c in given}
+    return [*(c for c in listed if _name(c) not in names), *given]
+
+
+def context_objects(objects: Iterable[Mapping[str, Any]], namespace: str | None = None
+                    ) -> ClusterObjects:
+    """The CONTEXT_KINDS documents among `objects`; `namespace` (--namespace) is that of the
+    claims that name none."""
+    found = ClusterObjects(namespace=namespace or "default")
     for obj in objects:
         if obj.get("kind") in CONTEXT_KINDS:
             found.add(obj)

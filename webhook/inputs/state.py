@@ -20,7 +20,7 @@ from policies.catalog import Catalog
 from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
 from policies.loading import PolicyLoadError
 from policies.workloads import WORKLOAD_KINDS, KindTable
-from webhook.http import logs
+from webhook import logs
 from webhook.inputs import sources
 
 

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from policies import yamlpos
@@ -38,11 +46,12 @@ class Case(_Strict):
 
     resource: str  # KIND/NAMESPACE/NAME, or KIND/NAME for the default namespace
     description: str | None = None
-    allowed: bool | None = None
+    # strict: `allowed: "false"` is a string, refused, never read as false (or as true)
+    allowed: StrictBool | None = None
     rules: tuple[str, ...] | None = None  # exactly these rule ids fire
     rules_include: tuple[str, ...] | None = None  # at least these fire
     rules_exclude: tuple[str, ...] | None = None  # none of these fires
-    mutates: bool | None = None  # the mutating webhook would send a patch at all
+    mutates: StrictBool | None = None  # the mutating webhook would send a patch at all
     patched: dict[str, Any] | None = None  # JSON pointer -> value in the object after mutation
 
     @field_validator("resource")
@@ -82,10 +91,11 @@ class Case(_Strict):
 
     @property
     def key(self) -> tuple[str, str, str]:
-        """(kind, namespace, name); KIND/NAME means the default namespace, as kubectl does."""
+        """(kind, namespace, name); KIND/NAME means the default namespace, as kubectl does.
+        The kind is lowercased: `pod/ml/gpu` names a Pod, as in `gpupolicy explain`."""
         parts = self.resource.split("/")
-        return (parts[0], "default", parts[1]) if len(parts) == 2 else (
-            parts[0], parts[1], parts[2])
+        return (parts[0].lower(), "default", parts[1]) if len(parts) == 2 else (
+            parts[0].lower(), parts[1], parts[2])
 
 
 class Suite(_Strict):
@@ -125,13 +135,19 @@ def parse(document: yamlpos.Document, file: str) -> Suite:
     try:
         return Suite.model_validate(data)
     except ValidationError as exc:
-        raise SuiteError("\n".join(_describe(document, file, e) for e in exc.errors())) from None
+        errors = exc.errors()
+        # a list whose items failed is also "too short" to pydantic: say the items' problem
+        kept = [e for e in errors if not (e["type"] == "too_short" and any(
+            len(o["loc"]) > len(e["loc"]) and tuple(o["loc"][:len(e["loc"])]) == tuple(e["loc"])
+            for o in errors))]
+        described = sorted(_describe(document, file, e) for e in kept)
+        raise SuiteError("\n".join(text for _, text in described)) from None
 
 
-def _describe(document: yamlpos.Document, file: str, error: Any) -> str:
+def _describe(document: yamlpos.Document, file: str, error: Any) -> tuple[int, str]:
     loc: FieldPath = tuple(error["loc"])
     line, _ = document.position(loc)
     where = f" {to_display(loc)}:" if loc else ""
-    return f"{file}:{line}:{where} {validation_message(error)}"
+    return line, f"{file}:{line}:{where} {validation_message(error, Suite)}"
 
 

@@ -116,7 +116,7 @@ class Collector:
         for v in decision.violations:
             self.write(ref, rule=v.rule, severity=v.severity, message=v.message,
                        policy=v.policy, mode=v.mode, path=v.field or None,
-                       action=action(v.severity, v.mode), at=v.path)
+                       action=action("error" if v.denies else "warning", v.mode), at=v.path)
         if decision.ops:
             self.mutated_objects += 1
             for op in decision.ops:
@@ -243,7 +243,7 @@ def as_finding(record: dict[str, Any]) -> Finding:
 def write_sarif(c: Collector, out: TextIO) -> None:
     findings = (as_finding(record) for record in c.records())
     report.write_sarif(out, findings, rule_help=rule_help(c.rules), rules=c.rules,
-                       severities=c.worst, logical=True)
+                       severities=c.worst)
 
 
 _PR_SEVERITY = {"refuse": "high", "warn": "medium", "audit": "low", "error": "high",
@@ -376,55 +376,69 @@ def write_policyreport(c: Collector, out: TextIO, fmt: str = "policyreport") -> 
 
 
 def write_table(c: Collector, out: TextIO) -> None:
+    # names, messages and file names come from the files and the cluster: a terminal must not
+    # run the escape sequences (or bidi controls) they may hold
+    def write(text: str) -> None:
+        out.write(report.printable(text))
+
+    count = report.plural
     s = c.summary()
     if c.incomplete:
-        out.write("INCOMPLETE AUDIT: what could not be read (Not audited, below) is not "
-                  "counted.\n")
-    kinds = ", ".join(f"{n:,} {k}" for k, n in s["audited"].items()) or "nothing"
-    claims = f", {s['claims']:,} claims" if s["claims"] else ""
-    out.write(f"Audited {kinds} in {s['namespaces']:,} namespaces ({s['pods']:,} running "
-              f"pods, {s['templates']:,} templates{claims}) in {s['seconds']}s.\n")
+        write("INCOMPLETE AUDIT: what could not be read (Not audited, below) is not "
+              "counted.\n")
+    kinds = ", ".join(count(n, k) for k, n in s["audited"].items()) or "nothing"
+    claims = f", {count(s['claims'], 'claim')}" if s["claims"] else ""
+    write(f"Audited {kinds} in {count(s['namespaces'], 'namespace')} ("
+          f"{count(s['pods'], 'running pod')}, {count(s['templates'], 'template')}{claims}) "
+          f"in {s['seconds']}s.\n")
     if s["skippedOwned"]:
-        owned = ", ".join(f"{n} {k}" for k, n in s["skippedOwned"].items())
+        owned = ", ".join(count(n, k) for k, n in s["skippedOwned"].items())
         generated = (" (a ResourceClaim generated for one pod: its ResourceClaimTemplate)"
                      if "ResourceClaim" in s["skippedOwned"] else "")
-        out.write(f"Skipped {owned} owned by a controller whose template is audited"
-                  f"{generated}.\n")
+        write(f"Skipped {owned} owned by a controller whose template is audited"
+              f"{generated}.\n")
     for what, why in s["unavailable"].items():
-        out.write(f"Not audited: {what}: {why}\n")
-    out.write("\n")
+        write(f"Not audited: {what}: {why}\n")
+    write("\n")
     rows = c.policy_rows()
     header = ("POLICY", "NAMESPACE", "OBJECTS", "MUTATE", "REFUSE", "WARN", "AUDIT")
-    cells = [header] + [(r["policy"], r["namespace"], *(str(r[k]) for k in
-                         ("objects", "mutate", "refuse", "warn", "audit"))) for r in rows]
+    cells = [header] + [(report.printable(r["policy"]), report.printable(r["namespace"]),
+                         *(str(r[k]) for k in ("objects", "mutate", "refuse", "warn", "audit")))
+                        for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     for row in cells:
-        out.write("  ".join(cell.ljust(w) if i < 2 else cell.rjust(w)
-                            for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
-                  .rstrip() + "\n")
+        write("  ".join(cell.ljust(w) if i < 2 else cell.rjust(w)
+                        for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
+              .rstrip() + "\n")
     if not rows:
-        out.write("(no object is governed by any policy)\n")
-    out.write(f"\nWould refuse {s['refusedObjects']} objects, mutate {s['mutatedObjects']}; "
-              f"{s['findings']['error']} errors, {s['findings']['warning']} warnings.\n")
-    if c.examples:
-        out.write(f"\nWould be refused (first {len(c.examples)}):\n")
-        for e in sorted(c.examples, key=lambda e: e["source"]):
-            out.write(f"  {e['object']} ({e['source']}): {e['why']}\n")
+        write("(no object is governed by any policy)\n")
     over = c.cluster.get("sharedGPUsOverLimit") or []
-    if over:
-        out.write(f"\nShared GPUs over maxPodsPerGPU: {len(over)}\n")
-        for o in over[:EXAMPLES]:
-            out.write(f"  node {o['node']} {o['device']}: {o['pods']} pods > "
-                      f"{o['maxPodsPerGPU']} (policy {o['policy']}): {', '.join(o['sample'])}"
-                      f"{' ...' if o['pods'] > len(o['sample']) else ''}\n")
-        if len(over) > EXAMPLES:
-            out.write(f"  ... and {len(over) - EXAMPLES} more (--format json lists them all)\n")
     pending = c.cluster.get("pendingGPUPods") or {}
+    # the cluster's own findings (pending pods, shared GPUs over their limit) belong to no row
+    # of the table: counted apart, so the WARN column and the warnings agree
+    cluster = len(over) + len(pending.get("pods") or ())
+    warnings = s["findings"]["warning"] - cluster
+    write(f"\nWould refuse {count(s['refusedObjects'], 'object')}, mutate "
+          f"{s['mutatedObjects']:,}; {count(s['findings']['error'], 'error')}, "
+          f"{count(warnings, 'warning')}"
+          + (f"; {count(cluster, 'cluster finding')} (below)" if cluster else "") + ".\n")
+    if c.examples:
+        write(f"\nWould be refused (first {len(c.examples)}):\n")
+        for e in sorted(c.examples, key=lambda e: e["source"]):
+            write(f"  {e['object']} ({e['source']}): {e['why']}\n")
+    if over:
+        write(f"\nShared GPUs over maxPodsPerGPU: {len(over)}\n")
+        for o in over[:EXAMPLES]:
+            write(f"  node {o['node']} {o['device']}: {o['pods']} pods > "
+                  f"{o['maxPodsPerGPU']} (policy {o['policy']}): {', '.join(o['sample'])}"
+                  f"{' ...' if o['pods'] > len(o['sample']) else ''}\n")
+        if len(over) > EXAMPLES:
+            write(f"  ... and {len(over) - EXAMPLES} more (-o json lists them all)\n")
     if pending.get("total"):
-        out.write(f"\nGPU pods Pending and unscheduled: {pending['total']}\n")
+        write(f"\nGPU pods Pending and unscheduled: {pending['total']}\n")
         for p in pending["pods"][:EXAMPLES]:
-            out.write(f"  {p['namespace']}/{p['name']}\n")
+            write(f"  {p['namespace']}/{p['name']}\n")
             if p["scheduler"]:
-                out.write(f"    scheduler: {p['scheduler']}\n")
+                write(f"    scheduler: {p['scheduler']}\n")
             for line in p["pools"]:
-                out.write(f"    {line}\n")
+                write(f"    {line}\n")

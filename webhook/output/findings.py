@@ -18,10 +18,14 @@ Severity = Literal["error", "warning", "info"]
 MUTATION = "mutation"
 ENGINE_ERROR = "engine-error"
 PENDING = "gpu-pod-pending"
+UNRESOLVED = "dra-claim-unresolved"
 EDGE_RULE_HELP = {
     MUTATION: "The admission webhook would change this object (shown with --show-mutations; "
               "`gpupolicy lint --fix` writes the change into the file).",
     ENGINE_ERROR: "The policy engine could not review this object; please report it.",
+    UNRESOLVED: "A pod names a ResourceClaim or ResourceClaimTemplate that is not among the "
+                "inputs, so the GPUs it may give are not judged (lint the claim with the pod, "
+                "or give the cluster's claims with --inventory).",
     PENDING: "A GPU pod is Pending and unscheduled; the message says why each node pool "
              "cannot take it.",
 }

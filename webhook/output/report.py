@@ -115,15 +115,27 @@ def format_text(
     return "\n".join(lines) + "\n"
 
 
-# Manifests are input from anyone: a terminal must not run the escape sequences they hold.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Manifests are input from anyone: a terminal must not run the escape sequences they hold,
+# nor show text reordered by bidirectional controls (U+202E makes "exe.txt" read "txt.exe").
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                      "\u2066-\u2069]")
 
 
 def printable(text: str) -> str:
     """Control characters a manifest value holds, escaped: a terminal must not run them."""
     if not _CONTROL.search(text):
         return text
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return _CONTROL.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """`1 warning`, `2 warnings`, `1,204 Pods`: counts in reports read as English."""
+    return f"{count:,} {word if count == 1 else many or word + 's'}"
 
 
 def _printable(f: Finding) -> Finding:
@@ -161,11 +173,11 @@ def format_sarif(findings: Sequence[Finding], *, rule_help: Mapping[str, str]) -
 def write_sarif(
     out: TextIO, findings: Iterable[Finding], *, rule_help: Mapping[str, str],
     rules: Iterable[str], severities: Mapping[str, str] | None = None,
-    logical: bool = False,
-) -> None:
+) -> int:
     """SARIF 2.1.0, results streamed one at a time after the rules (the rule list must be
-    known first: `rules` and, per rule, its worst severity). A finding without a file gets a
-    logical location (the object) when `logical` is set."""
+    known first: `rules` and, per rule, its worst severity). A finding without a file is left
+    out: GitHub code scanning rejects a whole upload when one result has no physical
+    location. Returns how many were left out, for the caller to say so."""
     rule_ids = sorted(set(rules) | set(rule_help))
     index = {rule: i for i, rule in enumerate(rule_ids)}
     worst = dict(severities or {})
@@ -187,14 +199,16 @@ def write_sarif(
               f'      "originalUriBaseIds": {_nested(bases, 6)},\n'
               '      "columnKind": "unicodeCodePoints",\n      "results": [')
     sep = "\n"
+    left_out = 0
     for f in findings:
+        if not f.file:
+            left_out += 1
+            continue
         result = _sarif_result(f, index[f.rule], root)
-        if logical and "locations" not in result:
-            result["locations"] = [{"logicalLocations": [{
-                "fullyQualifiedName": f.object or "cluster", "kind": "resource"}]}]
         out.write(f"{sep}        {_nested(result, 8)}")
         sep = ",\n"
     out.write("\n      ]\n    }\n  ]\n}\n" if sep != "\n" else "]\n    }\n  ]\n}\n")
+    return left_out
 
 
 def _nested(value: Any, indent: int) -> str:

@@ -1,0 +1,123 @@
+"""Running `helm template` and `kubectl kustomize` (or `kustomize build`) on a directory: the
+real tools, with a time limit and a bound on what they may print, so a chart that loops or
+an overlay that generates gigabytes stops with one clear error rather than hanging the CI job.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+TIMEOUT = 120.0  # seconds for one chart or overlay
+LIMIT = 256 * 1024 * 1024  # bytes of rendered YAML, far above any real chart's output
+_ERROR_TAIL = 600  # characters of a failing tool's stderr that are shown (its last words)
+
+
+class RenderError(Exception):
+    """A chart or overlay that could not be rendered; the message is one line for the user."""
+
+
+class ToolMissing(RenderError):
+    pass
+
+
+def helm(chart: Path, *, values: Sequence[str] = (), sets: Sequence[str] = (),
+         namespace: str | None = None) -> bytes:
+    """`helm template CHART` with the chart's own values.yaml, then each `-f` and `--set`."""
+    tool = shutil.which("helm")
+    if tool is None:
+        raise ToolMissing("not rendered: helm not found (install helm, or pass --no-render to "
+                          "lint the files as they are)")
+    argv = [tool, "template", str(chart)]
+    for v in values:
+        argv += ["--values", v]
+    for s in sets:
+        argv += ["--set", s]
+    if namespace:
+        argv += ["--namespace", namespace]
+    return run(argv, "helm template")
+
+
+def kustomize(overlay: Path) -> tuple[bytes, Path]:
+    """The overlay built with origin annotations on (`buildMetadata: [originAnnotations]`),
+    and the folder the annotations' paths are relative to.
+
+    The overlay is not edited: a temporary kustomization beside nothing but itself names the
+    overlay as its one resource and asks for the annotations, which kustomize then sets on
+    every object, bases included. kustomize refuses an absolute resource path, so the
+    overlay is named relative to the temporary folder."""
+    standalone = shutil.which("kustomize")
+    kubectl = shutil.which("kubectl")
+    if standalone is None and kubectl is None:
+        raise ToolMissing("not rendered: kubectl not found (nor kustomize; install one, or pass "
+                          "--no-render to lint the files as they are)")
+    with tempfile.TemporaryDirectory(prefix="gpupolicy-kustomize-") as tmp:
+        wrapper = Path(tmp)
+        target = os.path.relpath(overlay.resolve(), wrapper.resolve())
+        (wrapper / "kustomization.yaml").write_text(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+            f"resources:\n  - {_quote(target)}\nbuildMetadata: [originAnnotations]\n",
+            encoding="utf-8")
+        argv = ([standalone, "build", str(wrapper)] if standalone is not None
+                else [str(kubectl), "kustomize", str(wrapper)])
+        return run(argv, "kustomize build"), wrapper.resolve()
+
+
+def _quote(path: str) -> str:
+    return "'" + path.replace("'", "''") + "'"
+
+
+def run(argv: list[str], what: str, *, timeout: float = TIMEOUT, limit: int = LIMIT) -> bytes:
+    """The tool's standard output; RenderError when it fails, runs too long or prints too
+    much (it is stopped then). Of its standard error only the end is kept."""
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    except OSError as exc:
+        raise RenderError(f"{what}: cannot run {argv[0]}: {exc.strerror or exc}") from None
+    assert proc.stdout is not None and proc.stderr is not None
+    stopped: list[str] = []
+
+    def stop(why: str) -> None:
+        stopped.append(why)
+        proc.kill()
+
+    tail = bytearray()
+
+    def drain(stream: IO[bytes]) -> None:  # stderr read as it comes, its end kept
+        while chunk := stream.read(1 << 14):
+            tail.extend(chunk)
+            del tail[:-_ERROR_TAIL * 4]
+
+    reader = threading.Thread(target=drain, args=(proc.stderr,), daemon=True)
+    reader.start()
+    timer = threading.Timer(timeout, stop, (f"took longer than {timeout:g}s",))
+    timer.start()
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        while chunk := proc.stdout.read(1 << 16):
+            size += len(chunk)
+            if size > limit:
+                stop(f"printed more than {limit // (1024 * 1024)} MiB")
+                break
+            chunks.append(chunk)
+        code = proc.wait()
+        reader.join(timeout=5)
+    finally:
+        timer.cancel()
+        proc.stdout.close()
+    if stopped:
+        raise RenderError(f"{what} {stopped[0]} and was stopped")
+    if code != 0:
+        text = " ".join(bytes(tail).decode("utf-8", "replace").split())  # one line, bounded
+        if len(text) > _ERROR_TAIL:
+            text = "..." + text[-_ERROR_TAIL:]
+        raise RenderError(f"{what} failed (exit {code}): {text or 'no message'}")
+    return b"".join(chunks)
