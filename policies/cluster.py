@@ -104,13 +104,15 @@ class ClusterView:
 
 @dataclass(frozen=True, slots=True)
 class ClusterFinding:
-    """What a cluster-scope rule yields: a breach on a node's device, not in one object."""
+    """What a cluster-scope rule yields: a breach on a node's device (shared GPUs), or a
+    hazard of the cluster's GPU stacks (`node` names the first node concerned, if any)."""
 
     rule: str
     message: str
     policy: str
-    node: str
-    device: str
-    pods: int
-    limit: int
-    sample: tuple[str, ...]
+    node: str = ""
+    device: str = ""
+    pods: int = 0
+    limit: int = 0
+    sample: tuple[str, ...] = ()
+    severity: str = "warning"  # "error" for a fact: what the scheduler will do regardless

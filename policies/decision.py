@@ -79,13 +79,15 @@ class PatchOp(NamedTuple):
     alone. A named tuple, not a frozen dataclass: one is made per op on the admission path,
     and this is about half the cost."""
 
-    op: Literal["add"]
+    op: Literal["add", "remove"]  # the engine only adds; `migrate` removes too
     path: FieldPath
     value: Any
     policy: str
 
     def as_dict(self) -> dict[str, Any]:
         """The op as the mutating webhook sends it."""
+        if self.op == "remove":
+            return {"op": "remove", "path": to_pointer(self.path)}
         return {"op": self.op, "path": to_pointer(self.path), "value": self.value}
 
 

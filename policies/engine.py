@@ -12,13 +12,21 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from policies.claimfit import allocation_text, claim_verdicts, judged, pod_verdicts
+from policies.claimfit import (
+    allocation_text,
+    asks_dra_served,
+    claim_verdicts,
+    judged,
+    pod_verdicts,
+)
 from policies.cluster import ClusterFinding, ClusterView
 from policies.context import Context
 from policies.decision import Decision, Finding, Unresolved, Violation
 from policies.dra.claims import gpu_demand
 from policies.dra.demand import claim_uses, unknown_claims
 from policies.dra.parse_claims import parse_claim
+from policies.dra.pools import DraInventory
+from policies.dra.served import served_lookup, served_uses
 from policies.hardware import PoolVerdict, catalog_pools, verdicts
 from policies.model import GPUPolicy
 from policies.mutate import inject, plan_for
@@ -122,7 +130,8 @@ def explain(
     for view in views:
         if not view.demand.gpu:
             continue
-        if dra is not None and inventory is not None and view.demand.claims:
+        if dra is not None and inventory is not None and (
+                view.demand.claims or asks_dra_served(view, dra)):
             out.append((view.prefix, pod_verdicts(view, inventory, dra, allowed)))
         else:
             out.append((view.prefix, verdicts(view, pools, allowed_models=allowed,
@@ -152,7 +161,8 @@ def _review_claim(obj: Mapping[str, Any], context: Context, namespace: str) -> D
     if not policies:
         return Decision(allowed=True, mutated=obj)
     view = claim_view(obj, context, namespace)
-    if not view.gpu and not any(p.kind == "malformed" for p in view.claim.problems):
+    if not view.gpu and not any(p.kind == "malformed" for p in view.claim.problems) \
+            and all(d.matched for d in view.demands):  # no device at all: never runnable
         return Decision(allowed=True, mutated=obj)
     strictest = min(policies, key=lambda p: _MODE_RANK[p.spec.mode])
     found = [(strictest, f) for rule in INTRINSIC_CLAIM_RULES
@@ -189,25 +199,33 @@ def _mutate(
     patch = Patch(obj)
     found: list[tuple[GPUPolicy, Finding]] = []
     before = []
+    dra = context.inventory.dra if context.inventory is not None else None
+    served = served_lookup(dra)
     for carrier in specs:
         prefix = carrier.path
         meta_at = metadata_path(prefix)
-        found_demand = with_metadata(demand(carrier.spec, prefix, slots=carrier.kind.containers),
-                                     _get(obj, meta_at), meta_at)
+        found_demand = with_metadata(demand(carrier.spec, prefix, slots=carrier.kind.containers,
+                                            served=served), _get(obj, meta_at), meta_at)
         if context.claims:  # GPUs asked for through ResourceClaims (DRA) make a GPU pod too
-            dra = context.inventory.dra if context.inventory is not None else None
             uses = claim_uses(carrier.spec, prefix, namespace, context.claims, dra)
             if uses:
                 found_demand = replace(found_demand, claims=uses)
+        found_demand = _with_served(found_demand, dra, prefix)
         before.append(found_demand)
         found += inject(patch, prefix, before[-1], policies, carrier.kind.pod_fields,
                         carrier.kind.fields_at)
-    return patch, found, list(_views(patch, specs, before, obj, namespace))
+    return patch, found, list(_views(patch, specs, before, obj, namespace, dra))
+
+
+def _with_served(found: PodDemand, dra: DraInventory | None, prefix: FieldPath) -> PodDemand:
+    """The demand with the scheduler's claim for the names DeviceClasses serve."""
+    uses = served_uses(found, dra, (*prefix, "containers"))
+    return replace(found, served=uses) if uses or found.served else found
 
 
 def _views(
     patch: Patch, specs: Sequence[Carrier], before: Sequence[PodDemand],
-    original: Mapping[str, Any], namespace: str,
+    original: Mapping[str, Any], namespace: str, dra: DraInventory | None = None,
 ) -> Iterator[PodView]:
     kind = str(original.get("kind", ""))
     started = kind == "Pod" and _started(original)
@@ -217,7 +235,8 @@ def _views(
         if spec is not _spec_before(patch, prefix):
             # Copy on write: a container no op went into is the same object as before, and
             # its amounts carry over.
-            found = demand(spec, prefix, found, carrier.kind.containers)
+            found = _with_served(demand(spec, prefix, found, carrier.kind.containers,
+                                        served_lookup(dra)), dra, prefix)
         # pod-level fields kept apart (a TrainJob's runtime patch) are not all the pod's: its
         # runtime has the rest, so its scheduling is not judged as if they were
         fields = frozenset() if carrier.kind.fields_at else carrier.kind.pod_fields
@@ -281,7 +300,7 @@ def _spec_before(patch: Patch, prefix: FieldPath) -> Any:
 def _check(
     view: PodView, policies: Sequence[GPUPolicy], context: Context
 ) -> Iterator[tuple[GPUPolicy, Finding]]:
-    gpu_claims = any(u.gpu for u in view.demand.claims)
+    gpu_claims = any(u.gpu or u.doubtful for u in view.demand.claims)
     if not gpu_claims and (not view.demand.containers or not _accelerator_related(view)) \
             and not _unreadable_claims(view.spec):
         for policy in policies:
@@ -303,10 +322,10 @@ def _check(
 
 def _claimed(found: PodDemand) -> frozenset[str]:
     """The families a pod's ResourceClaims bring: DRA, and whole GPUs or MIG devices."""
-    if not any(u.gpu for u in found.claims):
+    uses = (*found.claims, *found.served)
+    if not any(u.gpu or u.doubtful for u in uses):
         return frozenset()
-    kinds = {"whole" if d.kind == "gpu" else d.kind for u in found.claims for d in u.demands
-             if d.kind is not None}
+    kinds = {"whole" if k == "gpu" else k for u in uses for d in u.demands for k in d.kinds}
     return frozenset({"dra", *kinds})
 
 

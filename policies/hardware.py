@@ -8,7 +8,7 @@ whose amounts are unknown and so not checked.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any
@@ -18,7 +18,7 @@ from policies.display import shown, type_name
 from policies.inventory import PER_NODE_LABELS, Pool
 from policies.mig import fits
 from policies.quantity import Number
-from policies.resources import MEMORY_MB, FractionRequest, classify, mig_profile
+from policies.resources import MEMORY_MB, FractionRequest, Resource, classify, mig_profile
 from policies.selectors import node_affinity_matches, node_selector_matches, untolerated
 from policies.shape import REQUIRED
 from policies.view import PodView
@@ -119,7 +119,7 @@ def _verdict(name: str, nodes: int, pool: Pool, checks: Iterable[tuple[str, str]
 
 
 def _relevant(need: _Need, pool: Pool) -> bool:
-    asked = [n for n, v in need.totals.items() if v > 0 and classify(n) is not None]
+    asked = [n for n, v in need.totals.items() if v > 0 and need.resource(n) is not None]
     return not asked or any(pool.allocatable.get(n, 0) > 0 for n in asked)
 
 
@@ -198,6 +198,11 @@ class _Need:
     scheduling_known: bool = True
     gpushare_cards: int = 1
     fraction: FractionRequest | None = None
+    # The resources the containers ask for, as read (names a DeviceClass serves included).
+    resources: Mapping[str, Resource] = field(default_factory=dict)
+
+    def resource(self, name: str) -> Resource | None:
+        return self.resources.get(name) or classify(name)
 
     @classmethod
     def of(cls, view: PodView, allowed_models: Sequence[Sequence[str]]) -> _Need:
@@ -226,6 +231,7 @@ class _Need:
             scheduling_known="tolerations" in view.pod_fields,
             gpushare_cards=demand.gpushare_cards,
             fraction=demand.fraction,
+            resources={n: a.resource for c in demand.containers for n, a in c.amounts.items()},
         )
 
 
@@ -257,7 +263,7 @@ def _scheduled(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[tuple[s
             yield TAINT_TOLERATION, f"taint {taint.key}{value}:{taint.effect} is not tolerated"
         yield from ((NODE_AFFINITY, r) for r in _selection(need.spec, pool))
     if amounts_known:
-        yield from _amounts(need.totals, pool.allocatable)
+        yield from _amounts(need, pool.allocatable)
 
 
 def _reasons(need: _Need, pool: Pool) -> Iterator[str]:
@@ -268,7 +274,10 @@ def _reasons(need: _Need, pool: Pool) -> Iterator[str]:
         if not product or Catalog.normalize(product) not in names:
             yield f"GPU model {product or '(none)'} is not allowed ({written})"
             break
-    yield from _mig(need.mig, pool)
+    # MIG devices DRA serves are allocated as devices (claimfit), not placed by geometry
+    yield from _mig({p: n for p, n in need.mig.items()
+                     if f"nvidia.com/mig-{p.replace('+me', '.me')}" not in pool.dra_served},
+                    pool)
     if need.most_gpus_in_a_container > 1 and pool.labels.get(SHARING) == "mps":
         # MPS refuses a request for more than one of its shares at Allocate time.
         yield (f"GPUs are shared with MPS here: a container may ask for 1 nvidia.com/gpu, "
@@ -332,10 +341,9 @@ def _selector_keys(
     return keys, by_name
 
 
-def _amounts(totals: Mapping[str, Number], allocatable: Mapping[str, int]
-             ) -> Iterator[tuple[str, str]]:
-    for name, need in sorted(totals.items()):
-        resource = classify(name)
+def _amounts(needs: _Need, allocatable: Mapping[str, int]) -> Iterator[tuple[str, str]]:
+    for name, need in sorted(needs.totals.items()):
+        resource = needs.resource(name)
         if need <= 0 or resource is None or resource.unit in _UNADVERTISED_UNITS:
             continue
         have = allocatable.get(name, 0)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from policies.catalog import Catalog, GPUModel
-from policies.dra.extended import offered
+from policies.dra.extended import offered, products
 from policies.dra.pools import DraInventory
 from policies.quantity import QuantityError, parse_quantity
 from policies.selectors import Taint
@@ -175,7 +175,7 @@ class Inventory:
         DRA driver)."""
         parsed = tuple(Node.from_object(n, catalog) for n in nodes if isinstance(n, Mapping))
         if dra is not None and dra.extended:
-            parsed = tuple(_served_by_dra(n, dra) for n in parsed)
+            parsed = tuple(_served_by_dra(n, dra, catalog) for n in parsed)
         groups: dict[tuple[Any, ...], list[Node]] = {}
         for node in parsed:
             if node.unschedulable:
@@ -183,7 +183,8 @@ class Inventory:
             shared = frozenset(
                 (k, v) for k, v in node.labels.items() if k not in PER_NODE_LABELS
             )
-            key = (shared, node.taints, frozenset(node.allocatable.items()), node.dra_served)
+            key = (shared, node.taints, frozenset(node.allocatable.items()), node.dra_served,
+                   node.product)
             groups.setdefault(key, []).append(node)
         used: set[str] = set()
         pools = tuple(_pool(members, used) for members in groups.values())
@@ -193,10 +194,11 @@ class Inventory:
         return self._by_name.get(name)
 
 
-def _served_by_dra(node: Node, dra: DraInventory) -> Node:
+def _served_by_dra(node: Node, dra: DraInventory, catalog: Catalog) -> Node:
     """The node with the extended resources its DRA devices serve added to allocatable; a
     name the device plugin already lists stays the plugin's (one name is never served both
-    ways on a node)."""
+    ways on a node). A node without a product label takes its GPU model from the serving
+    devices' `productName` (MIG devices carry their parent's), as GFD would label it."""
     group = dra.group_of(node.name)
     if group is None:
         return node
@@ -210,20 +212,27 @@ def _served_by_dra(node: Node, dra: DraInventory) -> Node:
                 added[resource] = count
     if not added:
         return node
+    product = node.product
+    if not product:
+        names = sorted({name for resource in added for name in dra.remember(
+            ("products", resource, group.name), functools.partial(products, dra, resource,
+                                                                  group))})
+        product = names[0] if len(names) == 1 else ""
     return replace(node, allocatable={**node.allocatable, **added},
                    gpu_count=node.gpu_count or added.get("nvidia.com/gpu", 0),
-                   dra_served=frozenset(added))
+                   dra_served=frozenset(added), product=product,
+                   model=node.model or (catalog.lookup(product) if product else None))
 
 
 def _pool(members: list[Node], used: set[str]) -> Pool:
     first = members[0]
     labels = {k: v for k, v in first.labels.items() if k not in PER_NODE_LABELS}
-    base = next((labels[k] for k in POOL_LABELS if labels.get(k)), "") or first.product
-    base = base or first.name
-    name, n = base, 1
-    while name in used:
-        n += 1
-        name = f"{base}-{n}"
+    # As the cluster labels them: the node pool label, else the GPU product label; when
+    # neither, or when nodes of one node pool differ (a tainted node), the first node's own
+    # name: never an invented suffix, nor a DRA device's productName (not a label).
+    name = next((labels[k] for k in (*POOL_LABELS, *PRODUCT_LABELS) if labels.get(k)), "")
+    if not name or name in used:
+        name = first.name
     used.add(name)
     per_node = {
         m.name: {k: v for k, v in m.labels.items() if k in PER_NODE_LABELS} for m in members

@@ -9,7 +9,7 @@ plus the sidecars started before it): kubelet hands init-container devices on to
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
@@ -34,6 +34,11 @@ class Resource:
     family: Family
     unit: str = "devices"  # devices | GiB | MB | percent
     counts_as_gpu: bool = True  # a request > 0 makes the pod a GPU pod
+    # A name DRA serves through a DeviceClass (its extendedResourceName, or
+    # deviceclass.resource.kubernetes.io/<class>): the class, and the kinds of device its
+    # selectors match ("gpu", "mig"), so the GPU rules count it as they count a claim.
+    served_by: str = ""
+    served_kinds: frozenset[str] = frozenset()
 
 
 _FIXED: dict[str, Resource] = {
@@ -84,9 +89,11 @@ def classify(name: str) -> Resource | None:
         return Resource(name, "mig")
     if name.startswith("amd.com/") and "_nps" in name:  # partitioned MI300: amd.com/cpx_nps4
         return Resource(name, "whole")
-    if name.startswith(DEVICE_CLASS_PREFIX) and gpu_kind(name.removeprefix(DEVICE_CLASS_PREFIX)):
-        # DRA serves every DeviceClass under this name too (reference/dra.md §3.5)
-        return Resource(name, "whole")
+    cls = name.removeprefix(DEVICE_CLASS_PREFIX)
+    if cls != name and (kind := gpu_kind(cls)) is not None:
+        # DRA serves every DeviceClass under this name too (reference/dra.md §3.5); with no
+        # DeviceClasses to read, the class's name says what it holds
+        return Resource(name, "other", served_by=cls, served_kinds=frozenset({kind}))
     return None
 
 
@@ -154,6 +161,9 @@ class PodDemand:
     gpushare_cards: int = 1
     # The pod's ResourceClaims (DRA) the inputs hold, GPU or not, resolved by the engine.
     claims: tuple[ClaimUse, ...] = ()
+    # The claim the scheduler makes for the extended resources DeviceClasses serve (one
+    # request per name, the pod's total of it): GPUs of those classes, counted as claims'.
+    served: tuple[ClaimUse, ...] = ()
 
     @property
     def gpu(self) -> bool:
@@ -190,12 +200,17 @@ def iter_containers(
             yield (*prefix, key, index), role, container
 
 
+Served = Callable[[str], "Resource | None"]
+
+
 def demand(
     spec: Mapping[str, Any], prefix: FieldPath, previous: PodDemand | None = None,
-    slots: tuple[ContainerSlot, ...] = (),
+    slots: tuple[ContainerSlot, ...] = (), served: Served | None = None,
 ) -> PodDemand:
     """The GPU demand of a pod spec. `previous`, the demand of an earlier version of the same
-    spec, lends its amounts to every container whose `resources` is still the same object."""
+    spec, lends its amounts to every container whose `resources` is still the same object.
+    `served` names the resources the cluster's DeviceClasses serve (policies/dra/served.py),
+    read before the names this module knows."""
     earlier = {c.path: c for c in previous.containers} if previous is not None else {}
     fields = {(*prefix, *s.location): s for s in slots}
     containers = []
@@ -210,7 +225,7 @@ def demand(
                                         field))
             reused += 1
             continue
-        amounts = _amounts(c, path, field)
+        amounts = _amounts(c, path, field, served)
         if slot is not None and slot.gpu_field:
             amounts.update(_gpu_field(c, path, slot.gpu_field))
         gpu = any(a.value > 0 and a.resource.counts_as_gpu for a in amounts.values())
@@ -219,12 +234,13 @@ def demand(
                                     c, amounts, gpu, field))
     if previous is not None and reused == len(containers) == len(earlier):
         return PodDemand(tuple(containers), previous.totals, previous.present,
-                         previous.fraction, previous.gpushare_cards, previous.claims)
+                         previous.fraction, previous.gpushare_cards, previous.claims,
+                         previous.served)
     present = frozenset(a.resource.family for c in containers for a in c.amounts.values())
     found = PodDemand(tuple(containers), _totals(containers), present)
     if previous is not None:
         return replace(found, fraction=previous.fraction, gpushare_cards=previous.gpushare_cards,
-                       claims=previous.claims)
+                       claims=previous.claims, served=previous.served)
     return found
 
 
@@ -278,7 +294,8 @@ def _whole(annotations: Mapping[str, Any], key: str, what: str,
 
 
 def _amounts(
-    container: Mapping[str, Any], path: FieldPath, field: str = "resources"
+    container: Mapping[str, Any], path: FieldPath, field: str = "resources",
+    served: Served | None = None,
 ) -> dict[str, Amount]:
     resources = container.get(field)
     if not isinstance(resources, dict):
@@ -289,7 +306,8 @@ def _amounts(
         if not isinstance(values, dict):
             continue
         for name, raw in values.items():
-            resource = classify(name)
+            resource = (served(name) if served is not None and isinstance(name, str)
+                        else None) or classify(name)
             if resource is None:
                 continue
             try:

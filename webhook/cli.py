@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "review": ("webhook.commands.review", "what the webhook would do to each document, as JSON"),
     "lint": ("webhook.commands.lint", "lint manifests (YAML, Helm and Kustomize output)"),
     "audit": ("webhook.commands.audit", "dry-run the policies over a live cluster or files"),
+    "migrate": ("webhook.commands.migrate",
+                "preview a move from the device plugin to DRA, workload by workload"),
     "explain": ("webhook.commands.explain", "why a GPU pod fits no node"),
     "policy": ("webhook.commands.policy", "check policy files"),
     "test": ("webhook.commands.test", "run GPUPolicyTest suites: expected verdicts per resource"),

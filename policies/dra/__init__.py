@@ -9,6 +9,8 @@ objects, per-node-group verdicts and problems (field path + message), never an e
   generation per pool), nodes with identical devices grouped;
 - allocate.check(claims, inventory): per node group, can it take every request of every claim
   at once, with reasons; claims.py: search-free facts (selectors that do not compile, unknown
-  classes, GPU/MIG demand); extended.py: extended resources served through DRA;
+  classes, GPU/MIG demand by what class and request selectors match); extended.py: extended
+  resources served through DRA, served.py: the GPU demand of those names;
+- taint_rules.py: DeviceTaintRules, merged into the devices they pick;
 - cel.compile_selector / evaluate: CEL with the Kubernetes functions DRA selectors use.
 """

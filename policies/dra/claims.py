@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from policies.dra.cel import compile_selector, evaluate
-from policies.dra.objects import Claim, DeviceClass, Request
+from policies.dra.objects import Claim, DeviceClass, Request, Selector
 from policies.dra.pools import DraInventory
 from policies.dra.problems import Problem
 from policies.paths import FieldPath, to_display
@@ -61,54 +61,116 @@ class Demand:
     """What a request asks for, as the GPU rules count it."""
 
     request: Request
-    kind: GpuKind | None  # None: not a GPU class (NICs, FPGAs...)
+    # What the class AND the request's own selectors can give: whole GPUs, MIG devices or
+    # either (a broad class); empty when neither (NICs, FPGAs...).
+    kinds: frozenset[GpuKind]
     count: int  # ExactCount's count; for All, the most devices any node group would give
+    # Some device of the inventory passes the class's and the request's selectors (True
+    # without an inventory, or when the class is missing: other rules say so). False: no
+    # device the cluster has can ever be given to it, so its pod can never run.
+    matched: bool = True
+    # The inventory lists DeviceClasses and not this one: the pod waits for it.
+    unknown_class: bool = False
+
+    @property
+    def kind(self) -> GpuKind | None:
+        """The kind a message names: whole GPUs when the request may get either."""
+        return "gpu" if "gpu" in self.kinds else "mig" if "mig" in self.kinds else None
 
 
 def gpu_demand(claim: Claim, inventory: DraInventory | None = None) -> list[Demand]:
-    """Each request with whether it asks for whole GPUs or MIG devices. With an inventory the
-    class's selectors decide on the devices they pick; without one, the class name does."""
+    """Each request with whether it asks for whole GPUs or MIG devices. With an inventory
+    the devices its class and its own selectors match decide (their driver and `type`), or,
+    when none matches, the drivers and type those selectors name; without one, the class
+    name does."""
     out = []
     for request in requests_of(claim):
-        kind = gpu_kind(request.class_name, inventory)
+        kinds, matched = request_kinds(request, inventory)
         count = request.count
         if request.mode == "All" and inventory is not None:
             count = _most_matching(request, inventory)
-        out.append(Demand(request, kind, count))
+        unknown = inventory is not None and bool(inventory.classes) \
+            and request.class_name not in inventory.classes
+        out.append(Demand(request, kinds, count, matched, unknown))
     return out
 
 
 def gpu_kind(class_name: str, inventory: DraInventory | None = None) -> GpuKind | None:
-    if inventory is None:
-        return _gpu_kind(class_name, None)
-    # every device of the class is looked at: once per inventory
-    return inventory.remember(("gpu_kind", class_name), lambda: _gpu_kind(class_name, inventory))
+    """The kind a bare request on the class would get (whole GPUs when it may get either)."""
+    bare = Request(name="", class_name=class_name, selectors=(), mode="ExactCount", count=1,
+                   admin_access=False, tolerations=(), capacity={}, path=())
+    kinds, _ = request_kinds(bare, inventory)
+    return "gpu" if "gpu" in kinds else "mig" if "mig" in kinds else None
 
 
-def _gpu_kind(class_name: str, inventory: DraInventory | None) -> GpuKind | None:
-    cls = inventory.classes.get(class_name) if inventory is not None else None
-    if cls is not None and inventory is not None:
-        kinds = set()
-        programs = [compile_selector(s.expression) for s in cls.selectors]
-        for group in inventory.groups:
-            for _pool, device in group.devices():
-                if all(evaluate(p, device).matches for p in programs):
-                    kinds.add(_device_kind(device.driver, device.attributes))
-        if "mig" in kinds:
-            return "mig"
-        if "gpu" in kinds:
-            return "gpu"
-        if kinds:
-            return None
+def request_kinds(request: Request, inventory: DraInventory | None
+                  ) -> tuple[frozenset[GpuKind], bool]:
+    """(the kinds of device the request can be given, whether any device matches)."""
+    cls = inventory.classes.get(request.class_name) if inventory is not None else None
+    if cls is None or inventory is None:
+        return _named_kinds(request.class_name), True
+    # every device is looked at: once per inventory
+    key = ("kinds", request.class_name, tuple(s.expression for s in request.selectors))
+    return inventory.remember(key, lambda: _matched_kinds(cls, request, inventory))
+
+
+def _matched_kinds(cls: DeviceClass, request: Request, inventory: DraInventory
+                   ) -> tuple[frozenset[GpuKind], bool]:
+    selectors = (*cls.selectors, *request.selectors)
+    programs = [compile_selector(s.expression) for s in selectors]
+    if any(p.error for p in programs):  # dra-selector-invalid says why
+        return _hinted_kinds(selectors), True
+    kinds: set[GpuKind] = set()
+    matched = False
+    seen: set[int] = set()
+    for group in inventory.groups:
+        for _pool, device in group.devices():
+            if device.cel_id in seen:
+                continue
+            seen.add(device.cel_id)
+            if all(evaluate(p, device).matches for p in programs):
+                matched = True
+                found = device_kind(device.driver, device.attributes)
+                if found is not None:
+                    kinds.add(found)
+    if matched:
+        return frozenset(kinds), True
+    return _hinted_kinds(selectors), False
+
+
+_DRIVER = re.compile(r"""device\s*\.\s*driver\s*==\s*(['"])([^'"]+)\1""")
+_DOMAIN = re.compile(r"""device\s*\.\s*(?:attributes|capacity)\s*\[\s*(['"])([^'"]+)\1""")
+_TYPE = re.compile(r"""\.\s*type\s*==\s*(['"])(mig|gpu)\1""")
+_MIG_ONLY = re.compile(r"""\.\s*(?:profile|parentUUID)\b""")
+
+
+def _hinted_kinds(selectors: Iterable[Selector]) -> frozenset[GpuKind]:
+    """What selectors that match no device of the cluster ask for, from the drivers and
+    attribute domains they name (`device.driver == 'gpu.nvidia.com'`) and the device type
+    (`type == 'mig'`, a `profile`): never from the class's name."""
+    texts = [s.expression for s in selectors]
+    named = {m.group(2) for t in texts for m in (*_DRIVER.finditer(t), *_DOMAIN.finditer(t))}
+    if not named & GPU_DRIVERS:
+        return frozenset()
+    types = {m.group(2) for t in texts for m in _TYPE.finditer(t)}
+    if "mig" in types or (not types and any(_MIG_ONLY.search(t) for t in texts)):
+        return frozenset({"mig"})
+    return frozenset({"gpu"})
+
+
+def _named_kinds(class_name: str) -> frozenset[GpuKind]:
+    """A class the inventory does not have (or no inventory): its name is all there is."""
     name = class_name.lower()
     if name.startswith("mig.") or ".mig." in name or "-mig" in name:
-        return "mig"
+        return frozenset({"mig"})
     if "gpu" in name or name in GPU_DRIVERS:
-        return "gpu"
-    return None
+        return frozenset({"gpu"})
+    return frozenset()
 
 
-def _device_kind(driver: str, attributes: Mapping[str, object]) -> GpuKind | None:
+def device_kind(driver: str, attributes: Mapping[str, object]) -> GpuKind | None:
+    """A device's kind: a MIG device (NVIDIA `type: mig`, or one with a `profile`), a whole
+    GPU (any other device of a GPU driver), or None."""
     kind = attributes.get(f"{driver}/type")
     if kind == "mig" or attributes.get(f"{driver}/profile") is not None:
         return "mig"
@@ -204,7 +266,7 @@ def devices_of(demands: Iterable[Demand], kind: GpuKind, request: str = "") -> i
     most: dict[str, int] = {}
     for demand in demands:
         slot = demand.request.name.partition("/")[0]
-        if demand.kind == kind and (not request or slot == request
+        if kind in demand.kinds and (not request or slot == request
                                     or demand.request.name == request):
             most[slot] = max(most.get(slot, 0), demand.count)
     return sum(most.values())

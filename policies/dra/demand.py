@@ -31,6 +31,12 @@ class ClaimUse:
     def gpu(self) -> bool:
         return any(d.kind is not None for d in self.demands)
 
+    @property
+    def doubtful(self) -> bool:
+        """Not GPUs as far as can be told, yet to be judged: a request no device of the
+        cluster matches (the pod never runs), or on a class the inventory lacks."""
+        return any(not d.matched or d.unknown_class for d in self.demands)
+
     def devices(self, kind: GpuKind, request: str = "") -> int:
         """Devices of `kind` the claim gives (only request `request`'s, when named)."""
         return devices_of(self.demands, kind, request)

@@ -10,7 +10,7 @@ from typing import Literal
 
 from policies.dra.allocate import check_group
 from policies.dra.cel import compile_selector, evaluate
-from policies.dra.objects import Claim, Request, RequestSlot
+from policies.dra.objects import Claim, Device, Request, RequestSlot
 from policies.dra.pools import DraInventory, NodeGroup
 
 
@@ -33,21 +33,34 @@ def served_by(inventory: DraInventory, resource: str,
 def offered(inventory: DraInventory, resource: str, group: NodeGroup) -> int:
     """How many devices of the serving class a node of `group` has, all free: usable pools,
     class selectors true (a CEL error counts as no match), no NoSchedule/NoExecute taint."""
+    return len(_serving(inventory, resource, group))
+
+
+def products(inventory: DraInventory, resource: str, group: NodeGroup) -> frozenset[str]:
+    """The `productName`s of those devices: the GPU model a node serving `resource` through
+    DRA has (a MIG device carries its parent GPU's), as GPU Feature Discovery's label would
+    say it for a device plugin's node."""
+    return frozenset(value for device in _serving(inventory, resource, group)
+                     if isinstance(value := device.attributes.get(
+                         f"{device.driver}/productName"), str) and value)
+
+
+def _serving(inventory: DraInventory, resource: str, group: NodeGroup) -> list[Device]:
     name = serving_class(inventory, resource)
     cls = inventory.classes.get(name or "")
     if cls is None:
-        return 0
+        return []
     programs = [compile_selector(s.expression) for s in cls.selectors]
     if any(p.error for p in programs):
-        return 0
-    total = 0
+        return []
+    found = []
     for pool, device in group.devices():
         if not pool.usable or any(t.effect in ("NoSchedule", "NoExecute")
                                   for t in device.taints):
             continue
         if all(evaluate(p, device).matches for p in programs):
-            total += 1
-    return total
+            found.append(device)
+    return found
 
 
 def extended_claim(inventory: DraInventory, amounts: Mapping[str, int]) -> Claim | None:

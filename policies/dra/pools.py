@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from policies.dra.objects import Device, DeviceClass, ResourceSlice
 from policies.dra.parse_slices import parse_device_class, parse_slice
 from policies.dra.problems import Problem
+from policies.dra.taint_rules import apply_rules, parse_rules, rule_problems
 from policies.quantity import Number
 from policies.selectors import term_matches
 
@@ -110,10 +111,12 @@ class DraInventory:
         slices: Iterable[Any] = (),
         classes: Iterable[Any] = (),
         nodes: Mapping[str, Mapping[str, str]] | None = None,
+        taint_rules: Iterable[Any] = (),
     ) -> DraInventory:
         """`nodes`: node name -> labels, for slices that select nodes by label or allNodes.
         Nodes named only by a slice's nodeName are included with no labels. Slices and
-        classes may come parsed already (a watch cache parses each object once, on arrival)."""
+        classes may come parsed already (a watch cache parses each object once, on arrival).
+        `taint_rules`: DeviceTaintRules, whose taints the devices they pick carry."""
         problems: list[tuple[str, Problem]] = []
         parsed_classes: dict[str, DeviceClass] = {}
         for raw in classes:
@@ -127,6 +130,9 @@ class DraInventory:
             problems.extend((f"ResourceSlice/{one.name}", p) for p in one.problems)
             if one.driver and one.pool:
                 parsed_slices.append(one)
+        rules = parse_rules(taint_rules)
+        problems.extend(rule_problems(rules))
+        parsed_slices = apply_rules(parsed_slices, rules)
         labels = dict(nodes or {})
         scoped = _pools(parsed_slices)
         for _pool, pool_slices in (g for gens in scoped for g in gens):

@@ -23,6 +23,9 @@ from policies.rules import (
     dra_device_class_unknown,
     dra_no_matching_device,
     dra_selector_invalid,
+    extended_resource_mixed,
+    extended_resource_served_twice,
+    gpu_double_advertised,
     gpu_fraction_annotation,
     gpu_max_per_container,
     gpu_max_per_pod,
@@ -104,7 +107,10 @@ INTRINSIC_CLAIM_RULES = tuple(m for m in CLAIM_RULES if m.INTRINSIC)
 POLICY_CLAIM_RULES = tuple(m for m in CLAIM_RULES if not m.INTRINSIC)
 
 # Rules over the whole cluster (`check_cluster(view, context)`): only the audit sees them.
-CLUSTER_RULES: tuple[ModuleType, ...] = (shared_gpu_over_limit,)
+CLUSTER_RULES: tuple[ModuleType, ...] = (
+    gpu_double_advertised, extended_resource_served_twice, extended_resource_mixed,
+    shared_gpu_over_limit,
+)
 
 RULES: dict[str, ModuleType] = {m.ID: m for m in (*_MODULES, *CLAIM_RULES, *CLUSTER_RULES)}
 INTRINSIC_RULES = tuple(m for m in _MODULES if m.INTRINSIC)

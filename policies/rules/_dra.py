@@ -11,7 +11,9 @@ from policies.view import ClaimView, PodView
 
 def gpu_requests(view: PodView | ClaimView) -> Iterator[tuple[FieldPath, Demand, str]]:
     """(path, demand, "claim X request r" as a message names it) for every request on a GPU
-    or MIG class: a pod's point at its spec.resourceClaims entry, a claim's at the request."""
+    or MIG class: a pod's point at its spec.resourceClaims entry, a claim's at the request;
+    the extended resources a class serves count as requests on it, pointing at the pod's
+    containers."""
     if isinstance(view, ClaimView):
         for demand in view.demands:
             if demand.kind is not None:
@@ -22,3 +24,8 @@ def gpu_requests(view: PodView | ClaimView) -> Iterator[tuple[FieldPath, Demand,
             if demand.kind is not None:
                 yield (use.path, demand,
                        f"claim {use.claim.name} request {demand.request.name}")
+    for use in view.demand.served:  # names a DeviceClass serves: the scheduler's claim
+        for demand in use.demands:
+            if demand.kind is not None:
+                yield (use.path, demand, f"{demand.request.name} (served by device class "
+                       f"{demand.request.class_name})")

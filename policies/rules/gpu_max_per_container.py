@@ -2,7 +2,8 @@
 the GPUs of the ResourceClaims a container lists in `resources.claims` included.
 
 FAIL (maxGPUsPerContainer: 4): `limits: {nvidia.com/gpu: 8}`; `resources.claims: [{name: gpus}]`
-  naming a claim of 8 GPUs
+  naming a claim of 8 GPUs; `limits: {example.com/gpu: 8}` where a DeviceClass of GPUs
+  serves example.com/gpu
 PASS: `limits: {nvidia.com/gpu: 4}`
 """
 
@@ -29,7 +30,8 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     named = by_name(view.demand.claims)
     for container in view.demand.containers:
         for name, amount in container.amounts.items():
-            if name in WHOLE_DEVICE and amount.value > limit:
+            whole = name in WHOLE_DEVICE or "gpu" in amount.resource.served_kinds
+            if whole and amount.value > limit:
                 yield Finding(
                     ID, f"container {shown(container.name)} asks for {amount.value} {name}; "
                     f"at most {limit} allowed", amount.path,

@@ -4,6 +4,8 @@ A claim that asks for more GPUs than any pod may hold is refused on its own.
 
 FAIL (maxGPUsPerPod: 8): two containers with `nvidia.com/gpu: 6`; one with `nvidia.com/gpu: 4`
   and a ResourceClaim of 6 GPUs
+  `deviceclass.resource.kubernetes.io/gpu.nvidia.com: 9`, or 9 of a class's own
+  `extendedResourceName` (`example.com/gpu`): DRA serves them from the class's GPUs
 PASS: one container with 8; an init container with 8 then an app container with 8
 """
 
@@ -28,13 +30,17 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     if limit is None:
         return
     claimed = devices(view.demand.claims, "gpu")
-    if claimed:
+    served = devices(view.demand.served, "gpu")
+    if claimed or served:
         plugin = sum(v for n, v in view.demand.totals.items() if n in WHOLE_DEVICE)
-        if plugin + claimed > limit:
-            also = f" and {plugin} through extended resources" if plugin else ""
-            yield Finding(ID, f"the pod holds {plugin + claimed} GPUs at once ({claimed} "
-                          f"through ResourceClaims{also}); at most {limit} allowed",
-                          view.at("resourceClaims"))
+        total = plugin + claimed + served
+        if total > limit:
+            parts = [f"{claimed} through ResourceClaims" if claimed else "",
+                     f"{served} through {_names(view)}, served by DRA" if served else "",
+                     f"{plugin} through extended resources" if plugin else ""]
+            yield Finding(ID, f"the pod holds {total} GPUs at once "
+                          f"({' and '.join(p for p in parts if p)}); at most {limit} allowed",
+                          view.at("resourceClaims") if claimed else view.containers_path)
         return
     for name, total in view.demand.totals.items():
         if name in WHOLE_DEVICE and total > limit:
@@ -50,3 +56,8 @@ def check_claim(view: ClaimView, policy: GPUPolicy, context: Context) -> Iterato
     if limit is not None and total > limit:
         yield Finding(ID, f"the claim asks for {total} GPUs; a pod may hold at most {limit}, "
                       "so no pod here can use it", (*view.claim.base, "devices", "requests"))
+
+
+def _names(view: PodView) -> str:
+    return ", ".join(d.request.name for u in view.demand.served for d in u.demands
+                     if "gpu" in d.kinds)

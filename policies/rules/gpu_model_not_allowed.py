@@ -53,8 +53,8 @@ def _claimed(view: PodView | ClaimView, allowed: Sequence[str],
     if dra is None:
         return
     for path, demand, what in gpu_requests(view):
-        if demand.kind != "gpu":
-            continue
+        if demand.kind is None:
+            continue  # a MIG device carries its parent GPU's productName
         models = attribute_values(demand.request, dra, "productName")
         if models and not any(models_equal(m, a) for m in models for a in allowed):
             yield Finding(ID, f"{what} can only be given {', '.join(sorted(models))}, not an "

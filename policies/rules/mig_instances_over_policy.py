@@ -2,7 +2,7 @@
 of its ResourceClaims) stay within `rules.mig.maxInstancesPerPod`.
 
 FAIL (maxInstancesPerPod: 2): three containers with `nvidia.com/mig-1g.10gb: 1`; a claim of 3
-  devices of class mig.nvidia.com
+  devices of class mig.nvidia.com; `deviceclass.resource.kubernetes.io/mig.nvidia.com: 3`
 PASS: two of them
 """
 
@@ -27,14 +27,15 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     mig = policy.spec.rules.mig
     if mig is None or mig.max_instances_per_pod is None:
         return
-    claimed = devices(view.demand.claims, "mig")
+    claimed = devices(view.demand.claims, "mig") + devices(view.demand.served, "mig")
     total = sum(v for n, v in view.demand.totals.items() if mig_profile(n) is not None)
     if total + claimed > mig.max_instances_per_pod:
-        through = f" ({claimed} through ResourceClaims)" if claimed else ""
+        through = f" ({claimed} through DRA)" if claimed else ""
+        own = devices(view.demand.claims, "mig")
         yield Finding(
             ID, f"the pod holds {total + claimed} MIG instances{through}; at most "
             f"{mig.max_instances_per_pod} allowed",
-            view.at("resourceClaims") if claimed else view.containers_path,
+            view.at("resourceClaims") if own else view.containers_path,
         )
 
 

@@ -53,7 +53,7 @@ def _claimed(view: PodView | ClaimView, allowed_profiles: Sequence[str],
         return
     allowed = {p.replace("+me", ".me") for p in allowed_profiles}
     for path, demand, what in gpu_requests(view):
-        if demand.kind != "mig":
+        if "mig" not in demand.kinds:
             continue
         profiles = attribute_values(demand.request, dra, "profile")
         refused = sorted(p for p in profiles if p.replace("+me", ".me") not in allowed)

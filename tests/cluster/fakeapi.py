@@ -42,7 +42,8 @@ BUILT_IN = [
     ("batch/v1", "CronJob"),
 ]
 CLUSTER_SCOPED = {"Namespace", "Node", "GPUPolicy", "CustomResourceDefinition", "PersistentVolume",
-                  "ResourceSlice", "DeviceClass", "ClusterPolicyReport", "ClusterReport"}
+                  "ResourceSlice", "DeviceClass", "DeviceTaintRule", "ClusterPolicyReport",
+                  "ClusterReport"}
 
 
 def plural_of(kind: str) -> str:

@@ -5,7 +5,6 @@ traceback or a 500. A `kind: [Pod]` used to raise TypeError in policies/engine.p
 
 from __future__ import annotations
 
-import argparse
 import copy
 import io
 import json
@@ -21,8 +20,7 @@ from policies.engine import explain, namespace_of, review
 from tests.engine import casetable
 from tests.server.harness import envelope, make_request
 from tests.test_differential import Doors
-from webhook.commands import explain as cmd_explain
-from webhook.commands import review as cmd_review
+from webhook.cli import run as cli_run
 
 pytestmark = pytest.mark.fuzz
 
@@ -90,14 +88,11 @@ def _through_every_door(doors: Doors, base: str, obj: dict[str, Any], tmp: Path)
     doors.lint(path, "ml-train")
     doors.audit(path)
     _webhook(doors, obj, base)
-    for command, extra in ((cmd_review, {"file": str(path)}),
-                           (cmd_explain, {"target": str(path), "format": "text",
-                                          "kubeconfig": None, "context": None})):
-        args = argparse.Namespace(policies=None, inventory=str(INVENTORY), namespaces=[],
-                                  exclude_namespace=None, workload_kinds=None,
-                                  namespace="ml-train", **extra)
+    for command in ("review", "explain"):  # parsed as the command line parses them
         err = io.StringIO()
-        assert command.run(args, io.StringIO(), err) in (0, 1, 2)
+        code = cli_run([command, str(path), "--inventory", str(INVENTORY), "--namespace",
+                        "ml-train"], io.StringIO(), err)
+        assert code in (0, 1, 2), err.getvalue()
         assert "Traceback" not in err.getvalue()
     return decision.allowed
 

@@ -106,9 +106,9 @@ def node(name: str, labels: dict[str, str], allocatable: dict[str, str] | None =
 @pytest.mark.parametrize(
     ("nodes", "names"),
     [
-        # no pool label: product, then node name
+        # no pool label: the product label, then the node's name
         ([node("a", {"nvidia.com/gpu.product": "NVIDIA-L4"}), node("b", {})], ["NVIDIA-L4", "b"]),
-        # same pool label, different taints: disambiguated
+        # same pool label, different taints: the first node's name, as the cluster has it
         (
             [
                 node("a", {"karpenter.sh/nodepool": "gpu"}),
@@ -117,7 +117,7 @@ def node(name: str, labels: dict[str, str], allocatable: dict[str, str] | None =
                 node("c", {"karpenter.sh/nodepool": "gpu"}, {"nvidia.com/gpu": "2"}),
                 node("d", {"karpenter.sh/nodepool": "gpu"}),
             ],
-            ["gpu", "gpu-2", "gpu-3"],
+            ["gpu", "b", "c"],
         ),
         # the first present pool label wins
         (

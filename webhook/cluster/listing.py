@@ -272,6 +272,8 @@ class LiveSource:
                                               "ResourceSlice"),
                                              (DRA_GROUP, DRA_VERSION, "deviceclasses",
                                               "DeviceClass"),
+                                             (DRA_GROUP, DRA_VERSION, "devicetaintrules",
+                                              "DeviceTaintRule"),
                                              *((DRA_GROUP, DRA_VERSION, plural, kind)
                                                for plural, kind in CLAIM_RESOURCES)):
             func = functools.partial(custom.list_cluster_custom_object, group, version, plural)

@@ -33,6 +33,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from policies.dra.parse_slices import parse_device_class, parse_slice
+from policies.dra.taint_rules import parse_taint_rule
 from policies.inventory import Inventory
 from policies.model import GPUPolicy
 from webhook.cluster.client import (
@@ -53,6 +54,7 @@ DRA_GROUP, DRA_VERSION = "resource.k8s.io", "v1"  # GA since Kubernetes 1.34
 # (API group, resource) of everything serve watches: the chart's ClusterRole grants exactly this.
 WATCHED = (("", "namespaces"), ("", "nodes"), (GROUP, PLURAL),
            (DRA_GROUP, "resourceslices"), (DRA_GROUP, "deviceclasses"),
+           (DRA_GROUP, "devicetaintrules"),
            (DRA_GROUP, "resourceclaims"), (DRA_GROUP, "resourceclaimtemplates"))
 # The namespaced DRA objects pods name in spec.resourceClaims: (plural, kind).
 CLAIM_RESOURCES = (("resourceclaims", "ResourceClaim"),
@@ -140,6 +142,11 @@ class ClusterSources:
             "deviceclasses", functools.partial(custom.list_cluster_custom_object, DRA_GROUP,
                                                DRA_VERSION, "deviceclasses"),
             parse_device_class, DRA_GROUP, DRA_VERSION)
+        # Admins' taints on devices (resource.k8s.io/v1 from 1.37: not served before).
+        self.taint_rules = cache(
+            "devicetaintrules", functools.partial(custom.list_cluster_custom_object, DRA_GROUP,
+                                                  DRA_VERSION, "devicetaintrules"),
+            parse_taint_rule, DRA_GROUP, DRA_VERSION)
         # The claims and templates pods name, across all namespaces: (key, Claim) pairs.
         self.claims = tuple(
             cache(plural, functools.partial(custom.list_cluster_custom_object, DRA_GROUP,
@@ -147,7 +154,7 @@ class ClusterSources:
                   functools.partial(claim_entry, kind=kind), DRA_GROUP, DRA_VERSION)
             for plural, kind in CLAIM_RESOURCES)
         self.caches = (self.namespaces, self.nodes, self.policies, self.slices, self.classes,
-                       *self.claims)
+                       self.taint_rules, *self.claims)
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -283,7 +290,7 @@ class ClusterSources:
             parts["namespaces"] = self.namespaces.snapshot()
         if first or changed & {plural for plural, _ in CLAIM_RESOURCES}:
             parts["claims"] = dict(entry for c in self.claims for entry in c.snapshot().values())
-        if first or changed & {"nodes", "resourceslices", "deviceclasses"}:
+        if first or changed & {"nodes", "resourceslices", "deviceclasses", "devicetaintrules"}:
             nodes = self.nodes.snapshot()
             if nodes:
                 parts["inventory"] = self._inventory(nodes)
@@ -301,7 +308,8 @@ class ClusterSources:
 
     def _inventory(self, nodes: dict[str, Any]) -> Inventory:
         return inventory_of(nodes.values(), self.slices.snapshot().values(),
-                            self.classes.snapshot().values(), self.state.catalog)
+                            self.classes.snapshot().values(), self.state.catalog,
+                            self.taint_rules.snapshot().values())
 
     def _publish_policies(self) -> None:
         valid: list[GPUPolicy] = []

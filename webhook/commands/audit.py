@@ -49,6 +49,7 @@ from webhook.output.progress import Progress
 
 # the table is `text`, as every command's human format is named (`table` still accepted)
 HUMAN_FORMATS = tuple("text" if f == "table" else f for f in FORMATS)
+SHARED_OVER = "shared-gpu-over-limit"
 # (kind of the owner, kind of the owned) pairs whose owned objects are not audited twice
 OWNED = {("ReplicaSet", "Deployment"), ("Job", "CronJob")}
 
@@ -272,10 +273,13 @@ def audit_one(obj: dict[str, Any], kind: str, context: Context, collector: Colle
 
 
 def finish(collector: Collector, checks: ClusterChecks, places: Places | None = None) -> None:
-    over = checks.findings()
-    for o in over:
-        collector.write(None, rule=o.rule, severity="warning", policy=o.policy,
-                        action="warn", node=o.node, device=o.device, message=o.message)
+    found = checks.findings()
+    for o in found:
+        collector.write(None, rule=o.rule, severity=o.severity, policy=o.policy,
+                        action="fail" if o.severity == "error" else "warn", node=o.node,
+                        device=o.device, message=o.message)
+    over = [o for o in found if o.rule == SHARED_OVER]
+    hazards = [o for o in found if o.rule != SHARED_OVER]
     for p in checks.pending:
         reasons = "; ".join(p.pools) or "no GPU node pool in the inventory"
         scheduler = f"scheduler: {p.scheduler}; " if p.scheduler else ""
@@ -288,6 +292,8 @@ def finish(collector: Collector, checks: ClusterChecks, places: Places | None = 
         "sharedGPUsOverLimit": [
             {"node": o.node, "device": o.device, "pods": o.pods, "maxPodsPerGPU": o.limit,
              "policy": o.policy, "sample": list(o.sample)} for o in over],
+        "hazards": [{"rule": o.rule, "severity": o.severity, "message": o.message}
+                    for o in hazards],
         "pendingGPUPods": {"total": checks.pending_total,
                            "pods": [p.as_dict() for p in checks.pending]},
     }

@@ -39,8 +39,9 @@ SUFFIXES = (".yaml", ".yml", ".json")
 # driver's chart ships its classes with the workloads that use them).
 CONTEXT_KINDS = ("Namespace", "ResourceClaim", "ResourceClaimTemplate", "DeviceClass")
 # Kinds that describe the cluster rather than a workload: read from the inputs of every door.
+# (ResourceClaimTemplate too: the scan looks for substrings.)
 CLUSTER_KINDS = ("Namespace", "Node", "GPUPolicy", "ResourceSlice", "DeviceClass",
-                 "ResourceClaim")  # ResourceClaimTemplate too: the scan looks for substrings
+                 "DeviceTaintRule", "ResourceClaim")
 
 
 class SourceError(ValueError):
@@ -294,6 +295,7 @@ class ClusterObjects:
     problems: list[str] = field(default_factory=list)  # invalid GPUPolicy objects
     slices: list[dict[str, Any]] = field(default_factory=list)  # DRA ResourceSlices
     classes: list[dict[str, Any]] = field(default_factory=list)  # DRA DeviceClasses
+    taint_rules: list[dict[str, Any]] = field(default_factory=list)  # DRA DeviceTaintRules
     # ResourceClaims and ResourceClaimTemplates by (kind, namespace, name), for pods' claims
     claims: dict[ClaimKey, Claim] = field(default_factory=dict)
     # The namespace of a claim that names none: the door's --namespace, which the workloads
@@ -312,6 +314,8 @@ class ClusterObjects:
             self.slices.append(dict(obj))
         elif kind == "DeviceClass":
             self.classes.append(dict(obj))
+        elif kind == "DeviceTaintRule":
+            self.taint_rules.append(dict(obj))
         elif kind in CLAIM_KINDS:
             entry = claim_entry(obj, namespace=self.namespace)
             if entry is not None:
@@ -325,18 +329,21 @@ class ClusterObjects:
 
 
     def inventory(self, catalog: Catalog) -> Inventory:
-        return inventory_of(self.nodes, self.slices, self.classes, catalog)
+        return inventory_of(self.nodes, self.slices, self.classes, catalog, self.taint_rules)
 
 
 def inventory_of(nodes: Iterable[Mapping[str, Any]], slices: Iterable[Any],
-                 classes: Iterable[Any], catalog: Catalog) -> Inventory:
+                 classes: Iterable[Any], catalog: Catalog,
+                 taint_rules: Iterable[Any] = ()) -> Inventory:
     """Nodes in name order, as the API server lists them (the same answer from a dump in any
-    order), with what their DRA devices serve. Slices and classes may come parsed already."""
+    order), with what their DRA devices serve. Slices and classes may come parsed already;
+    DeviceTaintRules taint the devices they pick."""
     ordered = sorted(nodes, key=_name)
     slices, classes = list(slices), list(classes)
     dra = None
     if slices or classes:
-        dra = DraInventory.build(slices, classes, nodes={_name(n): labels_of(n) for n in ordered})
+        dra = DraInventory.build(slices, classes, nodes={_name(n): labels_of(n) for n in ordered},
+                                 taint_rules=taint_rules)
     return Inventory.from_nodes(ordered, catalog, dra)
 
 

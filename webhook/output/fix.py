@@ -255,13 +255,16 @@ def _walk(data: Any, path: FieldPath) -> Any:
 
 
 def _apply(target: Any, op: PatchOp) -> None:
-    """One patch op (the engine only adds) on ruamel (or plain) containers, in place."""
+    """One patch op (add; remove for `migrate --write`) on ruamel or plain containers."""
     if not op.path:
         raise FixError(f"cannot {op.op} the whole object")
     parent = target
     for part in op.path[:-1]:
         parent = parent[part]
     last = op.path[-1]
+    if op.op == "remove":  # `migrate --write` takes extended resources out for claims
+        del parent[last]
+        return
     if op.op != "add":
         raise FixError(f"unsupported patch operation {op.op!r}")
     if isinstance(parent, list):

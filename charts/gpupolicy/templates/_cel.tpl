@@ -15,6 +15,8 @@ ResourceRequirements (field `.rf`, default `resources`) or, for Spark, `.gf: {na
 {{- range .root.Values.webhooks.gpuResourcePrefixes -}}
 {{- $alts = append $alts (regexQuoteMeta .) -}}
 {{- end -}}
+{{- /* a DeviceClass's extendedResourceName is any name (the Kubernetes docs: example.com/gpu) */ -}}
+{{- $alts = append $alts "[^/]+/[^/]*gpu" -}}
 {{- $re := printf "r'^(%s)'" (join "|" $alts) -}}
 {{- $r := printf "%s.%s" .c (.rf | default "resources") -}}
 (has({{ $r }}) && [has({{ $r }}.requests) ? {{ $r }}.requests : {}, has({{ $r }}.limits) ? {{ $r }}.limits : {}].exists(m, m.exists(r, r.matches({{ $re }})))) || (has({{ .c }}.env) && {{ .c }}.env.exists(e, e.name == 'NVIDIA_VISIBLE_DEVICES'))

@@ -1,0 +1,44 @@
+"""gpu-double-advertised: a node whose GPUs a device plugin advertises as an extended resource
+while a DRA GPU driver publishes them as devices too. The scheduler counts the two stacks
+apart, so one GPU can be given to two pods; NVIDIA supports only one stack per node. A fact,
+so an error whatever the policies say. Cluster scope: `audit` and `migrate`.
+
+FAIL: node gpu-1 with `allocatable: {nvidia.com/gpu: "8"}` and a ResourceSlice of driver
+gpu.nvidia.com for gpu-1
+PASS: the same slice on a node whose allocatable lists no nvidia.com/* resource
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from policies.cluster import ClusterFinding, ClusterView
+from policies.context import Context
+from policies.dra.claims import GPU_DRIVERS
+from policies.resources import classify
+
+ID = "gpu-double-advertised"
+INTRINSIC = True
+SCOPE = "cluster"
+
+
+def check_cluster(view: ClusterView, context: Context) -> Iterator[ClusterFinding]:
+    inventory = context.inventory
+    dra = inventory.dra if inventory is not None else None
+    if inventory is None or dra is None:
+        return
+    for node in inventory.nodes:
+        group = dra.group_of(node.name)
+        if group is None:
+            continue
+        drivers = sorted({d.driver for _, d in group.devices() if d.driver in GPU_DRIVERS
+                          and (d.node_name in (None, node.name))})
+        plugin = sorted(name for name, amount in node.allocatable.items()
+                        if amount > 0 and name not in node.dra_served
+                        and classify(name) is not None)
+        if drivers and plugin:
+            yield ClusterFinding(
+                ID, f"node {node.name}: GPUs advertised twice, by a device plugin "
+                f"({', '.join(plugin)}) and by the DRA driver {', '.join(drivers)}: the "
+                "scheduler can give one GPU to two pods; run one stack per node",
+                "", node=node.name, severity="error")
