@@ -152,6 +152,15 @@ class Inventory:
     nodes: tuple[Node, ...] = ()
     pools: tuple[Pool, ...] = ()
     dra: DraInventory | None = None  # the DRA drivers' devices and classes, when any
+    # name -> node (the first of a name), so that `node()` is not a scan of every node for
+    # every pod the audit reads (2,000 nodes x 100,000 pods)
+    _by_name: dict[str, Node] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_name: dict[str, Node] = {}
+        for node in self.nodes:
+            by_name.setdefault(node.name, node)
+        object.__setattr__(self, "_by_name", by_name)
 
     @classmethod
     def empty(cls) -> Inventory:
@@ -182,7 +191,7 @@ class Inventory:
         return cls(parsed, pools, dra)
 
     def node(self, name: str) -> Node | None:
-        return next((n for n in self.nodes if n.name == name), None)
+        return self._by_name.get(name)
 
 
 def _served_by_dra(node: Node, dra: DraInventory, catalog: Catalog) -> Node:

@@ -21,6 +21,7 @@ RESOURCES: dict[tuple[str, str], list[tuple[str, str, bool]]] = {
                  ("serviceaccounts", "ServiceAccount", True), ("configmaps", "ConfigMap", True),
                  ("pods", "Pod", True), ("namespaces", "Namespace", False)],
     ("apps", "v1"): [("deployments", "Deployment", True)],
+    ("batch", "v1"): [("cronjobs", "CronJob", True), ("jobs", "Job", True)],
     ("policy", "v1"): [("poddisruptionbudgets", "PodDisruptionBudget", True)],
     ("rbac.authorization.k8s.io", "v1"): [
         ("clusterroles", "ClusterRole", False),

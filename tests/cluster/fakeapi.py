@@ -42,7 +42,8 @@ BUILT_IN = [
     ("batch/v1", "CronJob"),
 ]
 CLUSTER_SCOPED = {"Namespace", "Node", "GPUPolicy", "CustomResourceDefinition", "PersistentVolume",
-                  "ResourceSlice", "DeviceClass", "DeviceTaintRule"}
+                  "ResourceSlice", "DeviceClass", "DeviceTaintRule", "ClusterPolicyReport",
+                  "ClusterReport"}
 
 
 def plural_of(kind: str) -> str:
@@ -111,7 +112,65 @@ class _Resource:
         return self.sorted_keys
 
 
-class FakeAPIServer:
+class _Writes:
+    """Writes and per-page faults (`audit --apply`): server-side apply PATCH
+    (application/apply-patch+yaml, fieldManager required; the applied object replaces the
+    manager's previous one, uid and creationTimestamp kept), DELETE, list `labelSelector`
+    (equality terms), and faults on the n-th page of a list or on writes. Kept apart from the
+    list/watch core so that it reads (and merges) on its own."""
+
+    _lock: threading.Condition
+    requests: list[str]
+
+    def _writes_init(self) -> None:
+        # (path, page number from 1, status or 0 to hang, seconds to hang, times left)
+        self._page_faults: list[list[Any]] = []
+        self._write_faults: list[tuple[int, str, str]] = []  # (status, method, path prefix)
+
+    def fault_page(self, path: str, page: int, status: int = 500, *, times: int = 1,
+                   hang: float = 0.0) -> None:
+        """The `page`-th page of lists of `path` (1: the first) answers `status`, `times`
+        times; with `hang`, it answers nothing for that many seconds first."""
+        with self._lock:
+            self._page_faults.append([path.rstrip("/"), page, status, hang, times])
+
+    def fail_writes(self, status: int = 403, method: str = "", path: str = "") -> None:
+        """Every write (`method`: PATCH/DELETE, "" both) under `path` answers `status`."""
+        with self._lock:
+            self._write_faults.append((status, method, path))
+
+    def objects(self, api_version: str, kind: str) -> list[dict[str, Any]]:
+        """Every stored object of a kind (copies), in key order."""
+        with self._lock:
+            res = self._resource_for({"apiVersion": api_version, "kind": kind}, create=False)
+            return [] if res is None else [copy.deepcopy(res.objects[k]) for k in res.ordered()]
+
+    def _page_fault(self, path: str, page: int) -> tuple[int, float] | None:
+        with self._lock:
+            for fault in self._page_faults:
+                if fault[0] == path.rstrip("/") and fault[1] == page and fault[4] > 0:
+                    fault[4] -= 1
+                    return fault[2], fault[3]
+        return None
+
+    def _write_fault(self, method: str, path: str) -> int | None:
+        with self._lock:
+            for status, only, prefix in self._write_faults:
+                if (not only or only == method) and path.startswith(prefix):
+                    return status
+        return None
+
+
+def _selected(obj: dict[str, Any], selector: str) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    for term in filter(None, selector.split(",")):
+        key, _, value = term.partition("=")
+        if labels.get(key) != value.lstrip("="):
+            return False
+    return True
+
+
+class FakeAPIServer(_Writes):
     """Start with `start()` (port 0 picks a free port), `url` is the base to give the client."""
 
     def __init__(self, port: int = 0, *, bookmark_interval: float | None = None):
@@ -132,6 +191,7 @@ class FakeAPIServer:
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.port = port
+        self._writes_init()
         for api_version, kind in BUILT_IN:  # served even while empty; CRDs only once used
             self.install(api_version, kind)
 
@@ -402,6 +462,73 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._list(res, namespace, query)
 
+    def do_PATCH(self) -> None:
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.api.requests.append(f"PATCH {self.path}")
+        parsed = self._write_route(url.path, "PATCH")
+        if parsed is None:
+            return
+        res, namespace, name = parsed
+        if self.headers.get("Content-Type") != "application/apply-patch+yaml":
+            self._json(415, _status(415, "UnsupportedMediaType", "only apply patches here"))
+            return
+        if not query.get("fieldManager"):
+            self._json(422, _status(422, "Invalid", "fieldManager is required for apply"))
+            return
+        try:
+            obj = json.loads(body)
+        except ValueError:
+            self._json(400, _status(400, "BadRequest", "body is not JSON"))
+            return
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if not isinstance(meta, dict) or meta.get("name") != name or (
+                obj.get("kind") != res.kind or obj.get("apiVersion") != res.api_version) or (
+                (meta.get("namespace") or None) != namespace):
+            self._json(400, _status(400, "BadRequest", "the object does not match the path"))
+            return
+        key = f"{namespace}/{name}" if namespace else name
+        with self.api._lock:
+            old = res.objects.get(key)
+        if old is not None:
+            kept = {k: old["metadata"][k] for k in ("uid", "creationTimestamp")
+                    if k in old["metadata"]}
+            meta.update(kept)
+        meta.setdefault("creationTimestamp", "2026-01-01T00:00:00Z")
+        meta["managedFields"] = [{"manager": query["fieldManager"], "operation": "Apply"}]
+        self._json(200, self.api.add(obj))
+
+    def do_DELETE(self) -> None:
+        url = urlsplit(self.path)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.api.requests.append(f"DELETE {self.path}")
+        parsed = self._write_route(url.path, "DELETE")
+        if parsed is None:
+            return
+        res, namespace, name = parsed
+        key = f"{namespace}/{name}" if namespace else name
+        with self.api._lock:
+            obj = res.objects.get(key)
+        if obj is None:
+            self._json(404, _status(404, "NotFound", f'{res.plural} "{name}" not found'))
+            return
+        self.api.delete({"apiVersion": res.api_version, "kind": res.kind,
+                         "metadata": obj["metadata"]})
+        self._json(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+
+    def _write_route(self, path: str, method: str) -> tuple[_Resource, str | None, str] | None:
+        status = self.api._write_fault(method, path)
+        if status is not None:
+            self._json(status, _status(status, "Forbidden" if status == 403 else
+                                       "InternalError", "injected write fault"))
+            return None
+        parsed = self._route(path)
+        if parsed is None or parsed[2] is None:
+            self._json(404, _status(404, "NotFound", f"the server could not find {path}"))
+            return None
+        return parsed[0], parsed[1], parsed[2]
+
     def _route(self, path: str) -> tuple[_Resource, str | None, str | None] | None:
         parts = [p for p in path.split("/") if p]
         if parts[:2] == ["api", "v1"]:
@@ -433,6 +560,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _list(self, res: _Resource, namespace: str | None, query: dict[str, str]) -> None:
         limit = int(query.get("limit") or 0)
         token = query.get("continue")
+        selector = query.get("labelSelector") or ""
+        page = json.loads(base64.b64decode(token)).get("page", 2) if token else 1
+        fault = self.api._page_fault(urlsplit(self.path).path, page)
+        if fault is not None:
+            time.sleep(fault[1])
+            self._json(fault[0], _status(fault[0], "InternalError", "injected page fault"))
+            return
         with self.api._lock:
             list_rv = self.api.rv
             after = ""
@@ -451,6 +585,8 @@ class _Handler(BaseHTTPRequestHandler):
             for index, key in enumerate(following):
                 if prefix and not key.startswith(prefix):
                     continue
+                if selector and not _selected(res.objects[key], selector):
+                    continue
                 if limit and len(chosen) == limit:
                     more = True
                     remaining = len(following) - index
@@ -465,7 +601,7 @@ class _Handler(BaseHTTPRequestHandler):
         meta: dict[str, Any] = {"resourceVersion": str(list_rv)}
         if more:
             meta["continue"] = base64.b64encode(
-                json.dumps({"rv": list_rv, "after": last}).encode()).decode()
+                json.dumps({"rv": list_rv, "after": last, "page": page + 1}).encode()).decode()
             meta["remainingItemCount"] = remaining
         head = json.dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version,
                            "metadata": meta})[:-1]

@@ -17,6 +17,7 @@ read is skipped and counted, never a reason to stall the rest.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -75,6 +76,17 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> k8s
     except (k8s_config.ConfigException, OSError, ValueError, TypeError) as exc:
         where = kubeconfig or "the default kubeconfig"
         raise ClusterError(f"cannot load cluster credentials from {where}: {exc}") from None
+
+
+def without_transport_retries(api: k8s.ApiClient) -> k8s.ApiClient:
+    """urllib3 retries a request that times out or loses its connection (3 times by default,
+    each with the full timeout), unseen by the caller: where `Retry` decides (with back-off
+    and a deadline), those hidden retries are turned off."""
+    pool = getattr(getattr(api, "rest_client", None), "pool_manager", None)
+    if pool is not None:
+        pool.connection_pool_kw["retries"] = False
+        pool.clear()  # pools made before would keep their own
+    return api
 
 
 def unreachable(server: str, exc: BaseException) -> ClusterError:
@@ -138,15 +150,101 @@ def list_page(func: ListFunc, *, limit: int, token: str = "",
                 remaining if isinstance(remaining, int) else None)
 
 
+# Statuses a list page is retried after: the server is overloaded or restarting (client-go's
+# pager and reflector retry these too); anything else (403, 404, 400...) will not change.
+RETRIABLE = frozenset({429, 500, 502, 503, 504})
+
+
+class DeadlineExceeded(ClusterError):
+    """The overall deadline (`audit --timeout`) passed before the list was complete."""
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How a failed list page is retried: `attempts` tries in all, a jittered exponential
+    back-off between them, the continue token kept (the page is asked for again, not the list
+    restarted), and never past `deadline` (a `time.monotonic()` value; None: no deadline)."""
+    attempts: int = 4
+    backoff: float = 0.5
+    backoff_max: float = 4.0
+    deadline: float | None = None
+
+    def remaining(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def timeout(self, timeout: float | tuple[float, float] | None
+                ) -> float | tuple[float, float] | None:
+        """The request's (connect, read) timeout, cut to what the deadline leaves."""
+        left = self.remaining()
+        if left is None:
+            return timeout
+        if left <= 0:
+            raise DeadlineExceeded("the deadline passed")
+        if timeout is None:
+            return (min(10.0, left), left)
+        connect, read = timeout if isinstance(timeout, tuple) else (timeout, timeout)
+        return (min(connect, left), min(read, left))
+
+
+def retriable(exc: BaseException) -> bool:
+    """A failure worth asking again for: an overloaded server's status, or no answer at all."""
+    if isinstance(exc, ApiException):
+        return exc.status in RETRIABLE
+    return isinstance(exc, HTTPError)
+
+
+def call_with_retry(call: Callable[[float | tuple[float, float] | None], Any], retry: Retry,
+                    timeout: float | tuple[float, float] | None = None) -> Any:
+    """`call(timeout)` until it succeeds, fails for good, or `retry` is used up. The last
+    failure is raised; the deadline passing raises DeadlineExceeded."""
+    delay = retry.backoff
+    for attempt in range(1, max(1, retry.attempts) + 1):
+        try:
+            return call(retry.timeout(timeout))
+        except (ApiException, HTTPError) as exc:
+            left = retry.remaining()
+            if left is not None and left <= 0:
+                raise DeadlineExceeded(f"the deadline passed ({describe(exc)})") from None
+            if attempt >= retry.attempts or not retriable(exc):
+                raise
+            pause = max(random.uniform(delay / 2, delay), _retry_after(exc, retry.backoff_max))
+            if left is not None and pause >= left:
+                raise DeadlineExceeded(f"the deadline passed ({describe(exc)})") from None
+            log.info("retrying after %s (attempt %d of %d)", describe(exc), attempt + 1,
+                     retry.attempts)
+            time.sleep(pause)
+            delay = min(delay * 2, retry.backoff_max)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _retry_after(exc: BaseException, most: float) -> float:
+    """The seconds a 429/503's Retry-After asks for (at most `most`), else 0."""
+    headers = getattr(exc, "headers", None)
+    try:
+        return min(float(headers.get("Retry-After") or 0), most) if headers else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def describe(exc: BaseException) -> str:
+    if isinstance(exc, ApiException):
+        return f"HTTP {exc.status} {exc.reason}"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def list_all(func: ListFunc, *, limit: int = 500,
-             timeout: float | tuple[float, float] | None = None) -> Iterator[Page]:
+             timeout: float | tuple[float, float] | None = None,
+             retry: Retry | None = None) -> Iterator[Page]:
     """Every page of a list, following `continue`. A 410 on an expired continue token
-    restarts the list and skips what was already yielded (items come in key order)."""
+    restarts the list and skips what was already yielded (items come in key order). With
+    `retry`, a page that fails transiently is asked for again with the same token."""
     token = ""
     last_key = ""
+    policy = retry or Retry(attempts=1)
     while True:
         try:
-            page = list_page(func, limit=limit, token=token, timeout=timeout)
+            page = call_with_retry(
+                functools.partial(_page, func, limit, token), policy, timeout)
         except ApiException as exc:
             if exc.status == 410 and token:
                 log.warning("list continue token expired; restarting after %s", last_key)
@@ -162,6 +260,11 @@ def list_all(func: ListFunc, *, limit: int = 500,
         if not page.next_token:
             return
         token = page.next_token
+
+
+def _page(func: ListFunc, limit: int, token: str,
+          timeout: float | tuple[float, float] | None) -> Page:
+    return list_page(func, limit=limit, token=token, timeout=timeout)
 
 
 def object_key(obj: dict[str, Any]) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,7 +30,17 @@ from policies.workloads import (
     locations_for,
     unlisted_pod_template,
 )
-from webhook.cluster.client import ClusterError, api_client, list_all, unreachable
+from webhook.cluster.client import (
+    ClusterError,
+    DeadlineExceeded,
+    Retry,
+    api_client,
+    call_with_retry,
+    describe,
+    list_all,
+    unreachable,
+    without_transport_retries,
+)
 from webhook.cluster.watch import (
     CLAIM_RESOURCES,
     DRA_GROUP,
@@ -135,13 +146,14 @@ def discovered_kinds(table: KindTable) -> list[WorkloadKind]:
     return out
 
 
-def served_versions(api: k8s.ApiClient) -> dict[str, list[str]]:
+def served_versions(api: k8s.ApiClient, retry: Retry | None = None) -> dict[str, list[str]]:
     """Every API group the server serves (one `GET /apis`), and its versions: the preferred
     one first, then the others in the server's order (at most _MAX_VERSIONS). Entries that
     are not well-formed are left out. Raises ApiException (the server answered an error),
     HTTPError (it did not answer) and ValueError (the answer is no APIGroupList)."""
-    resp: Any = k8s.ApisApi(api).get_api_versions(_preload_content=False,
-                                                  _request_timeout=(10, 60))
+    resp: Any = call_with_retry(
+        lambda t: k8s.ApisApi(api).get_api_versions(_preload_content=False, _request_timeout=t),
+        retry or Retry(attempts=1), (10, 60))
     try:
         body = json.loads(resp.data)
     except (ValueError, UnicodeDecodeError):
@@ -174,6 +186,7 @@ def _locator(file: str, doc: yamlpos.Document, prefix: FieldPath) -> Locator:
 
 class Source(Protocol):
     problems: list[tuple[str, yamlpos.SyntaxProblem]]  # documents the reader refused
+    failures: dict[str, str]  # what could not be read -> why: the audit is incomplete
     kinds: KindTable  # the workload-kinds table: what is listed besides the fixed kinds
     namespace: str | None  # `audit -n NS`: only the workloads of that namespace
 
@@ -182,12 +195,22 @@ class Source(Protocol):
 
 
 class LiveSource:
-    def __init__(self, api: k8s.ApiClient, page_size: int = 500) -> None:
+    """A live cluster. Every list page that fails for a while (a 5xx, a 429, no answer) is
+    asked for again a few times with a back-off (`retry`), never past one overall deadline
+    (`timeout` seconds from now). What then still could not be read is in `failures`: the
+    audit did not see it, so it must neither report on it nor clear its reports."""
+
+    def __init__(self, api: k8s.ApiClient, page_size: int = 500,
+                 timeout: float | None = None, attempts: int = 4) -> None:
         self.problems: list[tuple[str, yamlpos.SyntaxProblem]] = []
         self.api = api
         self.page_size = page_size
         self.server = api.configuration.host
         self.kinds: KindTable = WORKLOAD_KINDS  # the audit sets the one --workload-kinds gave
+        self.timeout = timeout
+        self.retry = Retry(attempts=attempts, deadline=None if timeout is None
+                           else time.monotonic() + timeout)
+        self.failures: dict[str, str] = {}  # what could not be read -> why
         self.namespace: str | None = None
 
     def _built_in(self, api_class: Any, method: str) -> Callable[..., Any]:
@@ -205,15 +228,28 @@ class LiveSource:
                                  self.namespace, plural)
 
     @classmethod
-    def connect(cls, kubeconfig: str | None, context: str | None, page_size: int) -> LiveSource:
-        return cls(api_client(kubeconfig, context), page_size)
+    def connect(cls, kubeconfig: str | None, context: str | None, page_size: int,
+                timeout: float | None = None) -> LiveSource:
+        return cls(without_transport_retries(api_client(kubeconfig, context)), page_size,
+                   timeout)
 
-    def _all(self, func: Callable[..., Any]) -> Iterator[list[dict[str, Any]]]:
+    def late(self) -> ClusterError:
+        return ClusterError(f"the audit did not finish within --timeout {self.timeout:g}s "
+                            f"(API server {self.server})")
+
+    def pages(self, func: Callable[..., Any]) -> Iterator[Any]:
+        """list_all with the retry policy and deadline; raises ClusterError when the server
+        does not answer or the deadline passes, ApiException when it answers an error."""
         try:
-            for page in list_all(func, limit=self.page_size, timeout=(10, 120)):
-                yield page.items
+            yield from list_all(func, limit=self.page_size, timeout=(10, 120), retry=self.retry)
+        except DeadlineExceeded:
+            raise self.late() from None
         except HTTPError as exc:
             raise unreachable(self.server, exc) from None
+
+    def _all(self, func: Callable[..., Any]) -> Iterator[list[dict[str, Any]]]:
+        for page in self.pages(func):
+            yield page.items
 
     def _everything(self, func: Callable[..., Any], what: str) -> list[dict[str, Any]]:
         try:
@@ -246,8 +282,8 @@ class LiveSource:
                     for obj in page:
                         found.add({**obj, "kind": kind})
             except ApiException as exc:
-                if exc.status != 404:
-                    warn(f"cannot list {kind} objects: HTTP {exc.status} {exc.reason}")
+                if exc.status != 404:  # audited without them, policies would be missed
+                    raise ClusterError(f"cannot list {kind} objects: {describe(exc)}") from None
         return found
 
     def _kinds(self, unavailable: dict[str, str]) -> Iterator[tuple[str, str, Callable[..., Any]]]:
@@ -279,11 +315,13 @@ class LiveSource:
         if not kinds:
             return
         try:
-            served = served_versions(self.api)
+            served = served_versions(self.api, self.retry)
         except ApiException as exc:
             why = f"HTTP {exc.status} {exc.reason}"
         except ValueError as exc:
             why = str(exc)
+        except DeadlineExceeded:
+            raise self.late() from None
         except HTTPError as exc:
             raise unreachable(self.server, exc) from None
         else:
@@ -291,7 +329,7 @@ class LiveSource:
                 for version in served.get(entry.group, ()):
                     yield entry, version
             return
-        unavailable[_DISCOVERY] = f"{why}; not listed: " + ", ".join(
+        unavailable[_DISCOVERY] = self.failures[_DISCOVERY] = f"{why}; not listed: " + ", ".join(
             f"{k.kind} ({k.group})" for k in kinds)
 
     def workloads(self, progress: Progress, unavailable: dict[str, str]) -> Batches:
@@ -302,7 +340,7 @@ class LiveSource:
                 continue  # already listed under an earlier version
             try:
                 first = True
-                for page in list_all(func, limit=self.page_size, timeout=(10, 120)):
+                for page in self.pages(func):
                     if first:
                         served.add(f"{group}/{kind}")
                         progress.expect(kind, len(page.items) + (page.remaining or 0))
@@ -313,9 +351,9 @@ class LiveSource:
             except ApiException as exc:
                 if exc.status == 404:
                     continue  # that CRD (or version) is not installed
-                unavailable[f"{kind} ({api_version})"] = f"HTTP {exc.status} {exc.reason}"
-            except HTTPError as exc:
-                raise unreachable(self.server, exc) from None
+                # the rest is still listed, so that every failure is named at once
+                unavailable[f"{kind} ({api_version})"] = self.failures[
+                    f"{kind} ({api_version})"] = describe(exc)
 
 
 class FileSource:
@@ -335,6 +373,7 @@ class FileSource:
                 continue
             self.files.extend(sources.manifest_files(Path(path)))  # raises SourceError
         self.unreadable: dict[str, str] = {}  # file -> why
+        self.failures: dict[str, str] = {}  # a file that cannot be read is named, not fatal
         self.problems: list[tuple[str, yamlpos.SyntaxProblem]] = []
         self.kinds: KindTable = WORKLOAD_KINDS  # the audit sets the one --workload-kinds gave
         self.namespace: str | None = None

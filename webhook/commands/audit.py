@@ -13,12 +13,21 @@ claims; every other kind as a template. A ReplicaSet owned by a Deployment and a
 a CronJob are skipped (their owner's template is audited), and so is a ResourceClaim generated
 for one pod from a template (the template is audited, and the pod's claims resolve to it).
 Exit 0 when nothing would be refused, 1 when something would, 2 on usage or access errors.
+
+A list page that fails (a 5xx, a 429, no answer) is asked for again a few times with a
+back-off; what then still cannot be read (a 403 included) fails the audit: exit 2 naming it,
+and no report that would stand for the whole cluster (policyreport, openreports, SARIF,
+--apply) for what it did not see. `--timeout` bounds the whole run. `--apply` writes the
+reports into the cluster (webhook/cluster/reports.py) instead of printing them, and exits 0
+once they are written; `--shard I/N` audits one hash-slice of the namespaces.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
@@ -27,12 +36,14 @@ from policies.context import Context
 from policies.engine import namespace_of, review
 from policies.loading import PolicyLoadError
 from policies.paths import FieldPath
+from webhook.cluster import reports
 from webhook.cluster.checks import ClusterChecks
 from webhook.cluster.client import ClusterError
 from webhook.cluster.listing import FileSource, LiveSource, Locator, Source
+from webhook.cluster.reports import shard_of
 from webhook.commands import options
 from webhook.inputs import sources
-from webhook.output.audit_report import FORMATS, Collector, ObjectRef, write
+from webhook.output.audit_report import FORMATS, Collector, ObjectRef, report_namespaces, write
 from webhook.output.findings import PENDING
 from webhook.output.progress import Progress
 
@@ -57,13 +68,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="audit only the workloads of this namespace (as kubectl -n)")
     options.add_format_options(parser, HUMAN_FORMATS, "text", aliases={"table": "text"})
     options.add_file_option(parser, HUMAN_FORMATS)
-    parser.add_argument("--report-passes", action="store_true",
-                        help="policyreport/openreports: also a `pass` result for each object "
-                             "and governing policy it breaks nothing of")
+    parser.add_argument("--report-passes", "--include-passes", dest="report_passes",
+                        action="store_true",
+                        help="policyreport/openreports/--apply: also a `pass` result for each "
+                             "object and governing policy it breaks nothing of")
     parser.add_argument("--page-size", type=int, default=500, metavar="N",
                         help="objects per list call (default: 500)")
     parser.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
                         help="progress bar on stderr (auto: when it is a terminal)")
+    add_apply_arguments(parser)
+
+
+def add_apply_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--apply", action="store_true",
+                        help="live cluster: write the reports into it (server-side apply), "
+                             "clear the ones no longer true, print one JSON summary line")
+    parser.add_argument("--report-api", choices=reports.CHOICES, default="auto",
+                        help="with --apply: openreports.io Reports, wgpolicyk8s.io "
+                             "PolicyReports, or both (auto: the one installed, openreports "
+                             "when both are)")
+    parser.add_argument("--shard", type=_shard, default=(0, 1), metavar="I/N",
+                        help="audit (and report on) only the namespaces whose name hashes to "
+                             "shard I of N; the cluster report is shard 0's")
+    parser.add_argument("--timeout", type=_seconds, default=300.0, metavar="SECONDS",
+                        help="give up (exit 2, nothing written) when the cluster has not been "
+                             "read and the reports written within this time (default: 300)")
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -72,24 +101,47 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     def warn(msg: str) -> None:
         stderr.write(f"gpupolicy audit: {msg}\n")
 
+    if args.apply and args.paths:
+        warn("--apply writes the reports into the live cluster: it audits no PATH")
+        return 2
     if args.format == "sarif" and not args.paths:
         warn("-o sarif needs files: code scanning needs a file and line for every result, "
              "and objects read from a live cluster have none. Audit the manifests instead "
              "(gpupolicy audit PATH -o sarif), or use -o json, policyreport or openreports")
         return 2
+    started = time.monotonic()
     try:
         source: Source = (
             FileSource(args.paths, stdin=sys.stdin.buffer.read() if "-" in args.paths else None,
                        stdin_name=args.stdin_filename) if args.paths
-            else LiveSource.connect(args.kubeconfig, args.context, args.page_size))
-        context = build_context(args, source, warn)
-        source.kinds = context.workload_kinds  # --workload-kinds kinds are listed too
+            else LiveSource.connect(args.kubeconfig, args.context, args.page_size,
+                                    args.timeout))
         source.namespace = args.namespace
+        found = source.cluster_objects(warn)
+        context = build_context(args, found, warn)
+        source.kinds = context.workload_kinds  # --workload-kinds kinds are listed too
         progress = Progress(stderr, enabled=_progress_on(args.progress, stderr))
-        collector = audit(source, context, progress, passes=args.report_passes)
+        # -n NS: that namespace's reports only, and no cluster report (its facts would be
+        # those of one namespace's pods)
+        covered = {args.namespace} if args.namespace else set(found.namespaces)
+        collector = audit(source, context, progress, passes=args.report_passes,
+                          shard=args.shard, covered=covered)
+        if args.namespace:
+            collector.cluster_report = False
     except (ClusterError, sources.SourceError, PolicyLoadError) as exc:
         warn(str(exc))
+        if args.apply:
+            failed_line(args, stdout, [str(exc)], started)
         return 2
+    if source.failures:
+        if args.apply:
+            failed_line(args, stdout, [f"could not read {what}: {why}"
+                                       for what, why in sorted(source.failures.items())],
+                        started)
+        return incomplete(args, source, collector, stdout, warn)
+    if args.apply:
+        assert isinstance(source, LiveSource)
+        return apply(args, source, collector, stdout, warn)
     try:
         with options.report_stream(args.output_file, stdout) as out:
             write("table" if args.format == "text" else args.format, collector, out)
@@ -102,21 +154,88 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return 1 if collector.refused_objects or collector.severities["error"] else 0
 
 
-def build_context(args: argparse.Namespace, source: Source,
+def incomplete(args: argparse.Namespace, source: Source, collector: Collector,
+               stdout: TextIO, warn: Callable[[str], None]) -> int:
+    """Something could not be read: exit 2 naming it. The table and JSON still show what
+    was seen (and name what was not); no report that stands for the whole cluster
+    (policyreport, openreports, SARIF: each replaces the last) is printed or written."""
+    for what, why in sorted(source.failures.items()):
+        warn(f"could not read {what}: {why}")
+    collector.incomplete = True
+    if args.apply or args.format not in ("text", "json"):
+        warn("the audit is incomplete: no report " + ("written" if args.apply else "printed"))
+        return 2
+    try:
+        with options.report_stream(args.output_file, stdout) as out:
+            write("table" if args.format == "text" else args.format, collector, out)
+    except OSError as exc:
+        warn(options.cannot_write(args.output_file, exc))
+    warn("the audit is incomplete: what could not be read is not in the report")
+    return 2
+
+
+def apply(args: argparse.Namespace, source: LiveSource, collector: Collector, stdout: TextIO,
+          warn: Callable[[str], None]) -> int:
+    """Write the reports (--apply) and print one JSON line: what was audited and written.
+    Exit 0 once they are written, findings or not (the findings are in the reports)."""
+    writer = reports.ReportWriter(source.api, source.retry, shard=args.shard,
+                                  page_size=args.page_size, namespace=args.namespace)
+    try:
+        apis = reports.report_apis(source.api, args.report_api, source.retry)
+        done = writer.apply(collector, apis)
+    except ClusterError as exc:
+        warn(str(exc))
+        failed_line(args, stdout, [str(exc)], collector.started, writer.done)
+        return 2
+    summary = collector.summary()
+    line = {"audit": "applied", "shard": "/".join(map(str, args.shard)),
+            "reportAPIs": apis, "objects": sum(summary["audited"].values()),
+            "namespaces": len(report_namespaces(collector)),
+            "refusedObjects": summary["refusedObjects"], "findings": summary["findings"],
+            "reportsWritten": done.written, "reportsDeleted": done.deleted,
+            "seconds": round(time.monotonic() - collector.started, 3)}
+    stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
+    return 0
+
+
+def failed_line(args: argparse.Namespace, stdout: TextIO, errors: list[str],
+                started: float, done: reports.Applied | None = None) -> None:
+    """--apply's one JSON line for a failed run: what failed, and what had been written and
+    deleted before (nothing, unless a write itself failed)."""
+    done = done or reports.Applied()
+    line = {"audit": "failed", "shard": "/".join(map(str, args.shard)), "errors": errors,
+            "reportsWritten": done.written, "reportsDeleted": done.deleted,
+            "seconds": round(time.monotonic() - started, 3)}
+    stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
+
+
+def build_context(args: argparse.Namespace, found: sources.ClusterObjects,
                   warn: Callable[[str], None]) -> Context:
-    context, warnings = sources.build_context(args, source.cluster_objects(warn))
+    context, warnings = sources.build_context(args, found)
     for line in warnings:
         warn(line)
     return context
 
 
 def audit(source: Source, context: Context, progress: Progress, *,
-          passes: bool = False) -> Collector:
+          passes: bool = False, shard: tuple[int, int] = (0, 1),
+          covered: set[str] | None = None) -> Collector:
+    """Review every workload of the source (of shard `shard[0]` of `shard[1]`: the objects
+    of the namespaces that hash there). `covered`: the namespaces known to exist, whose
+    reports are written even with nothing in them."""
+    index, count = shard
     collector = Collector({p.name: p for p in context.policies}, passes=passes)
+    collector.cluster_report = index == 0
+    collector.covered = {ns for ns in covered or () if shard_of(ns, count) == index}
     checks = ClusterChecks(context)
     places: Places = {}
     for kind, batch in source.workloads(progress, collector.unavailable):
         for obj, locate in batch:
+            if count > 1 and shard_of(namespace_of(obj, None), count) != index:
+                if index == 0 and kind == "Pod":  # the cluster report counts shared GPUs
+                    checks.view.add_pod(obj, namespace_of(obj, None),
+                                        str(sources.metadata_of(obj).get("name") or "?"))
+                continue
             audit_one(obj, kind, context, collector, checks, locate, places)
         progress.advance(kind, len(batch))
     progress.done()
@@ -218,6 +337,23 @@ def _owned(kind: str, meta: Mapping[str, Any]) -> bool:
         if isinstance(ref, dict) and ref.get("controller") and (kind, ref.get("kind")) in OWNED:
             return True
     return False
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        return reports.parse_shard(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--shard {text!r}: ")) from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 86400:
+        raise argparse.ArgumentTypeError(f"{text!r} is no number of seconds in (0, 86400]")
+    return value
 
 
 def _progress_on(mode: str, stream: TextIO) -> bool:

@@ -7,7 +7,9 @@ counters per policy and namespace, a few examples, and the spool offsets of each
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import tempfile
 import time
 from array import array
@@ -75,9 +77,10 @@ def action(severity: str, mode: str) -> str:
 @dataclass
 class Collector:
     policies: dict[str, GPUPolicy]
-    # closed with the process; the formats read it back at the end
-    spool: Any = field(default_factory=lambda: tempfile.TemporaryFile(  # noqa: SIM115
-        "w+", encoding="utf-8"))
+    # closed with the process; the formats read it back at the end. Binary, with the offsets
+    # counted here: a text file's tell() costs more than the write itself.
+    spool: Any = field(default_factory=lambda: tempfile.TemporaryFile("w+b"))  # noqa: SIM115
+    spooled: int = 0  # bytes written to the spool
     audited: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
     unavailable: dict[str, str] = field(default_factory=dict)
@@ -89,8 +92,13 @@ class Collector:
     refused_objects: int = 0
     mutated_objects: int = 0
     examples: list[dict[str, Any]] = field(default_factory=list)
-    offsets: dict[str, array[int]] = field(default_factory=dict)
+    offsets: dict[str, array[int]] = field(default_factory=dict)  # where each record starts
+    lengths: dict[str, array[int]] = field(default_factory=dict)  # and its bytes
     namespaces: set[str] = field(default_factory=set)
+    # namespaces the audit covered with nothing in them: their reports are written (empty) too
+    covered: set[str] = field(default_factory=set)
+    cluster_report: bool = True  # write the cluster-scoped report (`--shard`: shard 0 only)
+    incomplete: bool = False  # something could not be read: the counts are of what was
     cluster: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
 
@@ -159,8 +167,11 @@ class Collector:
             if ref.locate is not None:  # read from a file: where, as lint says it
                 record["file"], record["line"], record["column"] = ref.locate(at)
         namespace = ref.namespace if ref is not None else ""
-        self.offsets.setdefault(namespace, array("q")).append(self.spool.tell())
-        self.spool.write(json.dumps(record, separators=(",", ":")) + "\n")
+        line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+        self.offsets.setdefault(namespace, array("q")).append(self.spooled)
+        self.lengths.setdefault(namespace, array("l")).append(len(line))
+        self.spool.write(line)
+        self.spooled += len(line)
         self.severities[record["severity"]] += 1
         self.rules.add(record["rule"])
         rank = {"error": 0, "warning": 1, "info": 2}
@@ -174,10 +185,12 @@ class Collector:
             self.spool.seek(0)
             for line in self.spool:
                 yield json.loads(line)
+            self.spool.seek(0, os.SEEK_END)  # where the next write goes
             return
-        for offset in self.offsets.get(namespace, ()):
-            self.spool.seek(offset)
-            yield json.loads(self.spool.readline())
+        fd = self.spool.fileno()  # one read per record, at its offset: no buffer refilled
+        for offset, length in zip(self.offsets.get(namespace, ()),
+                                  self.lengths.get(namespace, ()), strict=True):
+            yield json.loads(os.pread(fd, length, offset))
 
     def summary(self) -> dict[str, Any]:
         pods = self.audited.get("Pod", 0)
@@ -269,33 +282,97 @@ REPORT_APIS = {
 }
 
 
+# A report is one etcd object: etcd refuses a request over 1.5 MiB and `kubectl apply` (its
+# last-applied annotation) one over 256 KiB. A namespace's results are spread over as many
+# parts as keep each under PART_LIMIT, aiming at PART_TARGET since hashing does not fill the
+# parts evenly.
+PART_TARGET = 200 * 1024
+PART_LIMIT = 480 * 1024
+MAX_PARTS = 4096
+REPORT_PREFIX = "gpupolicy-"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpupolicy"}
+
+
+def report_namespaces(c: Collector) -> list[str]:
+    """The namespaces that get reports, "" (the cluster report) first."""
+    names = sorted((c.namespaces | c.covered | set(c.offsets)) - {""})
+    return ["", *names] if c.cluster_report else names
+
+
+def part_of(record: dict[str, Any]) -> int:
+    """A stable number for the object a result is about (sha256, not hash(): the same in
+    every run), so that an unchanged object stays in the same part while the part count
+    does not change, and a doubled count only splits each part in two."""
+    if "kind" in record:
+        key = f"{record['apiVersion']}/{record['kind']}/{record['namespace']}/{record['name']}"
+    else:  # a node's shared GPU, an unreadable document
+        key = "|".join(str(record.get(k, "")) for k in ("rule", "node", "device", "file",
+                                                          "line"))
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+
+
+def split(results: list[tuple[int, dict[str, Any]]]) -> list[list[dict[str, Any]]]:
+    """Results (with their part_of number) over the fewest power-of-two parts that keep
+    every part under PART_LIMIT bytes of JSON; one (empty) part when there is nothing."""
+    sizes = [len(json.dumps(r, separators=(",", ":"))) + 1 for _, r in results]
+    total = sum(sizes)
+    n = 1
+    while n < MAX_PARTS and n * PART_TARGET < total:
+        n *= 2
+    while True:
+        parts: list[list[dict[str, Any]]] = [[] for _ in range(n)]
+        bytes_in = [0] * n
+        for (key, result), size in zip(results, sizes, strict=True):
+            parts[key % n].append(result)
+            bytes_in[key % n] += size
+        if max(bytes_in) <= PART_LIMIT or n >= MAX_PARTS:
+            break
+        n *= 2
+    # empty parts are not written: part numbers stay the hash's, so names can have gaps
+    return parts
+
+
 def policy_reports(c: Collector, fmt: str = "policyreport") -> Iterator[dict[str, Any]]:
-    """One report per audited namespace, findings or not, and one cluster report: applied
-    each day, a namespace that was cleaned up gets an empty report that replaces
-    yesterday's failures (violations are results; mutations are not)."""
+    """The reports of every namespace the audit covered, findings or not, and of the cluster:
+    applied, a namespace that was cleaned up gets an empty report that replaces yesterday's
+    failures (violations are results; mutations are not). A namespace with many results
+    gets several reports (`gpupolicy-0`, `gpupolicy-1`, ...; see split)."""
     api_version, kind, cluster_kind = REPORT_APIS[fmt]
     now = int(time.time())
-    for namespace in ["", *sorted((c.namespaces | set(c.offsets)) - {""})]:
-        results = [_pr_result(r, now) for r in c.records(namespace) if r["action"] != "mutate"]
-        counts = Counter(r["result"] for r in results)
-        meta: dict[str, Any] = {"name": "gpupolicy-audit"}
-        if namespace:
-            meta["namespace"] = namespace
-        meta["labels"] = {"app.kubernetes.io/managed-by": "gpupolicy"}
-        report: dict[str, Any] = {"apiVersion": api_version,
-                                  "kind": kind if namespace else cluster_kind, "metadata": meta}
-        if fmt == "openreports":
-            report["source"] = "gpupolicy"
-        report["summary"] = {k: counts[k] for k in ("pass", "fail", "warn", "error", "skip")}
-        report["results"] = results
-        yield report
+    for namespace in report_namespaces(c):
+        results = [(part_of(r), _pr_result(r, now)) for r in c.records(namespace)
+                   if r["action"] != "mutate"]
+        parts = split(results)
+        del results
+        for index, part in enumerate(parts):
+            if not part and index:
+                continue
+            counts = Counter(r["result"] for r in part)
+            meta: dict[str, Any] = {"name": f"{REPORT_PREFIX}{index}"}
+            if namespace:
+                meta["namespace"] = namespace
+            meta["labels"] = dict(MANAGED_BY)
+            report: dict[str, Any] = {"apiVersion": api_version,
+                                      "kind": kind if namespace else cluster_kind,
+                                      "metadata": meta}
+            if fmt == "openreports":
+                report["source"] = "gpupolicy"
+            report["summary"] = {k: counts[k] for k in ("pass", "fail", "warn", "error", "skip")}
+            report["results"] = part
+            yield report
+
+
+# libyaml's emitter where PyYAML has it: the pure-Python one took half the time of a
+# 100,000-pod audit to print its reports
+_Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def write_policyreport(c: Collector, out: TextIO, fmt: str = "policyreport") -> None:
     for i, doc in enumerate(policy_reports(c, fmt)):
         if i:
             out.write("---\n")
-        out.write(yaml.safe_dump(doc, sort_keys=False, width=120))
+        out.write(yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=120,
+                            allow_unicode=False))
 
 
 def write_table(c: Collector, out: TextIO) -> None:
@@ -306,6 +383,9 @@ def write_table(c: Collector, out: TextIO) -> None:
 
     count = report.plural
     s = c.summary()
+    if c.incomplete:
+        write("INCOMPLETE AUDIT: what could not be read (Not audited, below) is not "
+              "counted.\n")
     kinds = ", ".join(count(n, k) for k, n in s["audited"].items()) or "nothing"
     claims = f", {count(s['claims'], 'claim')}" if s["claims"] else ""
     write(f"Audited {kinds} in {count(s['namespaces'], 'namespace')} ("

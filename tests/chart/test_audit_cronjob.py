@@ -1,0 +1,147 @@
+"""The chart runs `gpupolicy audit --apply` on a schedule (audit.cronJob), rendered with the
+real helm: the webhook's image, policies and hardening, its own ServiceAccount with the audit
+role plus the report kinds only, an Indexed Job per shard; and the rendered command itself,
+run against the fake API server, writes the reports."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.chart.helm import one, render, template
+from tests.cluster.conftest import gpupolicy, namespace
+from tests.cluster.fakeapi import FakeAPIServer
+from tests.cluster.test_audit import _pod
+from webhook.cli import run as cli
+
+REPORT_VERBS = ["create", "delete", "get", "list", "patch"]
+
+
+def _named(objects: tuple[dict[str, Any], ...], kind: str, name: str) -> dict[str, Any] | None:
+    return next((o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name), None)
+
+
+def _container(cronjob: dict[str, Any]) -> dict[str, Any]:
+    container: dict[str, Any] = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"][
+        "containers"][0]
+    return container
+
+
+def test_the_audit_runs_hourly_one_at_a_time_with_the_webhooks_image_and_hardening() -> None:
+    objects = render()
+    cronjob = one(objects, "CronJob")
+    deployment = one(objects, "Deployment")
+    assert cronjob["spec"]["schedule"] == "7 * * * *"
+    assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+    job = cronjob["spec"]["jobTemplate"]["spec"]
+    assert "completionMode" not in job
+    pod, webhook_pod = job["template"]["spec"], deployment["spec"]["template"]["spec"]
+    container, webhook = _container(cronjob), webhook_pod["containers"][0]
+    assert container["image"] == webhook["image"]
+    assert container["securityContext"] == webhook["securityContext"]
+    assert pod["securityContext"] == webhook_pod["securityContext"]
+    assert container["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"},
+                                      "limits": {"cpu": "1", "memory": "512Mi"}}
+    assert pod["restartPolicy"] == "Never"
+    assert pod["serviceAccountName"] == "rel-gpupolicy-audit"
+    assert container["command"] == ["gpupolicy"]
+    args = container["args"]
+    assert args[:2] == ["audit", "--apply"] and "--timeout=300" in args
+    assert "--exclude-namespace=gpu-system" in args and not any("--shard" in a for a in args)
+    # never counted as a webhook replica by its Service, PDB or anti-affinity
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    labels = job["template"]["metadata"]["labels"]
+    assert not all(labels.get(k) == v for k, v in selector.items())
+
+
+def test_the_audit_has_its_own_account_with_the_report_kinds_and_nothing_else() -> None:
+    objects = render()
+    assert _named(objects, "ServiceAccount", "rel-gpupolicy-audit") is not None
+    role = _named(objects, "ClusterRole", "rel-gpupolicy-audit-reports")
+    assert role is not None
+    grants = {(g, r): sorted(rule["verbs"]) for rule in role["rules"]
+              for g in rule["apiGroups"] for r in rule["resources"]}
+    assert grants == {("openreports.io", "reports"): REPORT_VERBS,
+                      ("openreports.io", "clusterreports"): REPORT_VERBS,
+                      ("wgpolicyk8s.io", "policyreports"): REPORT_VERBS,
+                      ("wgpolicyk8s.io", "clusterpolicyreports"): REPORT_VERBS}
+    account = {"kind": "ServiceAccount", "name": "rel-gpupolicy-audit",
+               "namespace": "gpu-system"}
+    bound = {o["roleRef"]["name"] for o in objects if o["kind"] == "ClusterRoleBinding"
+             and account in o["subjects"]}
+    assert bound == {"rel-gpupolicy-audit", "rel-gpupolicy-audit-reports"}
+    webhook_account = {**account, "name": "rel-gpupolicy"}
+    assert not [o for o in objects if o["kind"] == "ClusterRoleBinding"
+                and webhook_account in o["subjects"]
+                and o["roleRef"]["name"] != "rel-gpupolicy"]
+
+
+def test_shards_make_an_indexed_job() -> None:
+    cronjob = one(render("default", ("--set", "audit.cronJob.shards=4")), "CronJob")
+    job = cronjob["spec"]["jobTemplate"]["spec"]
+    assert (job["completionMode"], job["completions"], job["parallelism"]) == ("Indexed", 4, 4)
+    container = _container(cronjob)
+    assert "--shard=$(JOB_COMPLETION_INDEX)/4" in container["args"]
+    assert container["env"] == [{"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
+        "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}]
+
+
+@pytest.mark.parametrize("off", ["audit.cronJob.enabled=false", "rbac.audit.create=false"])
+def test_disabled_renders_none_of_it(off: str) -> None:
+    objects = render("default", ("--set", off))
+    assert not [o for o in objects if o["kind"] == "CronJob"]
+    assert _named(objects, "ServiceAccount", "rel-gpupolicy-audit") is None
+    assert _named(objects, "ClusterRole", "rel-gpupolicy-audit-reports") is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--set", "audit.cronJob.shards=0"), "shards"),
+        (("--set", "audit.cronJob.reportApi=kyverno"), "reportApi"),
+        (("--set", "audit.cronJob.typo=1"), "typo"),
+    ],
+)
+def test_bad_audit_values_fail(args: tuple[str, ...], message: str) -> None:
+    result = template(*args)
+    assert result.returncode != 0 and message in result.stderr
+
+
+def test_the_rendered_command_writes_the_reports(tmp_path: Path) -> None:
+    """The CronJob's own arguments (policies and kind table from the rendered ConfigMaps),
+    shard 1 of 2, against the fake API server."""
+    objects = render("default", ("--set", "audit.cronJob.shards=2",
+                                 "--set", "audit.cronJob.reportApi=both"))
+    for suffix, directory in (("-policies", "policies"), ("-workload-kinds", "kinds")):
+        [config] = [o for o in objects if o["kind"] == "ConfigMap"
+                    and o["metadata"]["name"] == f"rel-gpupolicy{suffix}"]
+        (tmp_path / directory).mkdir()
+        for name, text in (config.get("data") or {}).items():
+            (tmp_path / directory / name).write_text(text, encoding="utf-8")
+    args = [a.replace("=/policies", f"={tmp_path / 'policies'}")
+            .replace("=/etc/gpupolicy/", f"={tmp_path / 'kinds'}/")
+            .replace("$(JOB_COMPLETION_INDEX)", "1") for a in _container(one(objects,
+                                                                             "CronJob"))["args"]]
+    with FakeAPIServer() as server:
+        for api_version, kinds in (("openreports.io/v1alpha1", ("Report", "ClusterReport")),
+                                   ("wgpolicyk8s.io/v1alpha2", ("PolicyReport",
+                                                                "ClusterPolicyReport"))):
+            for kind in kinds:
+                server.install(api_version, kind)
+        server.add_all([gpupolicy("max-one", rules={"maxGPUsPerPod": 1}),
+                        *(namespace(f"team-{n}") for n in range(6)),
+                        *(_pod("two", f"team-{n}", gpus=2) for n in range(6))])
+        out, err = io.StringIO(), io.StringIO()
+        code = cli([*args, "--kubeconfig", server.kubeconfig(str(tmp_path / "kc"))], out, err)
+        assert code == 0, err.getvalue()
+        line = json.loads(out.getvalue())
+        assert line["shard"] == "1/2" and line["reportAPIs"] == ["openreports", "policyreport"]
+        assert line["reportsWritten"] == 2 * line["namespaces"] > 0
+        reports = server.objects("openreports.io/v1alpha1", "Report")
+        assert {r["metadata"]["namespace"] for r in reports} < {f"team-{n}" for n in range(6)}
+        assert not server.objects("openreports.io/v1alpha1", "ClusterReport")  # shard 0's
+        assert all(r["summary"]["fail"] == 1 for r in reports)
