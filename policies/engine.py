@@ -125,7 +125,9 @@ def explain(
     policies = () if _exists(obj) else context.governing(ns)
     _, _, views = _mutate(obj, specs, policies, ns, context)
     allowed = context.allowed_models(ns)
-    pools = inventory.pools if inventory is not None else catalog_pools(context.catalog)
+    # cordoned nodes too: explain says the scheduler's NodeUnschedulable words of them
+    pools = (inventory.pools + inventory.cordoned) if inventory is not None \
+        else catalog_pools(context.catalog)
     out = []
     for view in views:
         if not view.demand.gpu:

@@ -19,7 +19,12 @@ from policies.inventory import PER_NODE_LABELS, Pool
 from policies.mig import fits
 from policies.quantity import Number
 from policies.resources import MEMORY_MB, FractionRequest, Resource, classify, mig_profile
-from policies.selectors import node_affinity_matches, node_selector_matches, untolerated
+from policies.selectors import (
+    node_affinity_matches,
+    node_selector_matches,
+    tolerates,
+    untolerated,
+)
 from policies.shape import REQUIRED
 from policies.view import PodView
 
@@ -31,6 +36,7 @@ SHARING = "nvidia.com/gpu.sharing-strategy"
 # runs them (NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodeResourcesFit,
 # ..., DynamicResources), each with the words it says of a node that fails it. A node fails
 # at the first; `kubectl describe pod` shows those words.
+NODE_UNSCHEDULABLE = "node(s) were unschedulable"
 NODE_NAME = "node(s) didn't match the requested node name"
 # TaintToleration's words no longer name the taint (older releases said `node(s) had
 # untolerated taint {key: value}`): the reason after them does.
@@ -167,6 +173,21 @@ def _pool_reasons(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[str]
     return (reason for _, reason in _checks(need, pool, amounts_known))
 
 
+# What the scheduler reads a cordoned node as: a pod tolerating it passes NodeUnschedulable.
+CORDONED = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+
+
+def open_pools(view: PodView, pools: Sequence[Pool], cordoned: Sequence[Pool]
+               ) -> tuple[Pool, ...]:
+    """The pools the scheduler may place the pod on: cordoned nodes too when the pod
+    tolerates the cordon (NodeUnschedulable lets it through, as it does DaemonSets)."""
+    listed = view.spec.get("tolerations")
+    tolerations = [t for t in listed if isinstance(t, dict)] if isinstance(listed, list) else []
+    if cordoned and any(tolerates(t, CORDONED) for t in tolerations):
+        return (*pools, *cordoned)
+    return tuple(pools)
+
+
 def _checks(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[tuple[str, str]]:
     """(the scheduler's words, the reason) for every check the pool fails: the scheduler's
     filters in its order, then what is not the scheduler's (words "")."""
@@ -176,6 +197,8 @@ def _checks(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[tuple[str,
                    f"the pod is bound to node {need.node_name} (spec.nodeName), not one of these")
             return
         pool = replace(pool, node_names=(need.node_name,))
+    elif pool.cordoned and not any(tolerates(t, CORDONED) for t in need.tolerations):
+        yield NODE_UNSCHEDULABLE, "the node is cordoned (spec.unschedulable)"
     yield from _scheduled(need, pool, amounts_known)
     yield from (("", reason) for reason in _reasons(need, pool))
 

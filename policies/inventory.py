@@ -6,7 +6,8 @@ Selectors that mention a per-node label key, or matchFields on `metadata.name`, 
 per node: `Pool.label_sets(keys)` yields (node name, full labels) pairs in that case and one
 (first node name, shared labels) pair otherwise.
 
-Cordoned nodes (spec.unschedulable) are listed in `Inventory.nodes` but join no pool.
+Cordoned nodes (spec.unschedulable) are listed in `Inventory.nodes` and join no pool: they are
+grouped apart (`Inventory.cordoned`), for `explain` to say what the scheduler says of them.
 """
 
 from __future__ import annotations
@@ -126,6 +127,7 @@ class Pool:
     # node name -> its per-node labels (kubernetes.io/hostname, ...)
     node_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     dra_served: frozenset[str] = frozenset()  # as Node.dra_served
+    cordoned: bool = False  # spec.unschedulable: the scheduler's NodeUnschedulable filter
 
     def labels_of(self, node_name: str) -> dict[str, str]:
         """The full labels of one node of this pool."""
@@ -152,6 +154,9 @@ class Inventory:
     nodes: tuple[Node, ...] = ()
     pools: tuple[Pool, ...] = ()
     dra: DraInventory | None = None  # the DRA drivers' devices and classes, when any
+    # Cordoned nodes, grouped as pools are: only explain looks at them (no admission can land
+    # a pod there, so they are not pools a pod may fit).
+    cordoned: tuple[Pool, ...] = ()
     # name -> node (the first of a name), so that `node()` is not a scan of every node for
     # every pod the audit reads (2,000 nodes x 100,000 pods)
     _by_name: dict[str, Node] = field(init=False, repr=False, compare=False)
@@ -178,17 +183,18 @@ class Inventory:
             parsed = tuple(_served_by_dra(n, dra, catalog) for n in parsed)
         groups: dict[tuple[Any, ...], list[Node]] = {}
         for node in parsed:
-            if node.unschedulable:
-                continue
             shared = frozenset(
                 (k, v) for k, v in node.labels.items() if k not in PER_NODE_LABELS
             )
-            key = (shared, node.taints, frozenset(node.allocatable.items()), node.dra_served,
-                   node.product)
+            key = (node.unschedulable, shared, node.taints, frozenset(node.allocatable.items()),
+                   node.dra_served, node.product)
             groups.setdefault(key, []).append(node)
         used: set[str] = set()
-        pools = tuple(_pool(members, used) for members in groups.values())
-        return cls(parsed, pools, dra)
+        pools = tuple(_pool(members, used) for members in groups.values()
+                      if not members[0].unschedulable)
+        cordoned = tuple(_pool(members, used) for members in groups.values()
+                         if members[0].unschedulable)
+        return cls(parsed, pools, dra, cordoned)
 
     def node(self, name: str) -> Node | None:
         return self._by_name.get(name)
@@ -249,4 +255,5 @@ def _pool(members: list[Node], used: set[str]) -> Pool:
         mig_strategy=first.mig_strategy,
         node_labels=per_node,
         dra_served=first.dra_served,
+        cordoned=first.unschedulable,
     )

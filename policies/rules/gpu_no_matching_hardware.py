@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from policies.claimfit import asks_dra_served, judged, pod_verdicts
 from policies.context import Context
 from policies.decision import Finding
-from policies.hardware import PoolVerdict, any_fits, closest, verdicts
+from policies.hardware import PoolVerdict, any_fits, closest, open_pools, verdicts
 from policies.inventory import Inventory
 from policies.model import GPUPolicy
 from policies.view import PodView
@@ -51,9 +51,10 @@ def _refusal(view: PodView, inventory: Inventory, allowed: list[Sequence[str]]) 
     if dra is not None and asks_dra_served(view, dra):
         results = pod_verdicts(view, inventory, dra, allowed)
         return None if any(v.fits for v in results) else message(results)
-    if any_fits(view, inventory.pools, allowed_models=allowed):
+    pools = open_pools(view, inventory.pools, inventory.cordoned)
+    if any_fits(view, pools, allowed_models=allowed):
         return None
-    return message(verdicts(view, inventory.pools, allowed_models=allowed))
+    return message(verdicts(view, pools, allowed_models=allowed))
 
 
 def message(results: list[PoolVerdict]) -> str:
