@@ -12,6 +12,7 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -25,6 +26,17 @@ GPUPOLICY = (
     [str(_SCRIPT)] if _SCRIPT.exists()
     else [sys.executable, "-c", "import sys; from webhook.cli import main; main()"]
 )
+
+
+def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll `check` until it is truthy; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            assert value, f"{what}: not within {timeout}s"
+            return value
+        time.sleep(0.1)
 
 
 def free_port() -> int:

@@ -13,7 +13,7 @@ import socket
 import ssl
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from tests.server import harness
+from tests.server.harness import wait_for
 from webhook import certs
 
 SERVICE = "gpupolicy.gpupolicy.svc"
@@ -68,16 +69,6 @@ def served_serial(port: int) -> int:
         der = conn.getpeercert(binary_form=True)
     assert der is not None
     return x509.load_der_x509_certificate(der).serial_number
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            assert value, f"{what}: not within {timeout}s"
-            return value
-        time.sleep(0.1)
 
 
 def metric(server: harness.Server, sample: str) -> float | None:

@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,22 +27,13 @@ import pytest
 from tests.cluster.conftest import gpupolicy, namespace, node
 from tests.cluster.fakeapi import FakeAPIServer
 from tests.server import harness
+from tests.server.harness import wait_for
 from webhook import certs
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
        "spec": {"containers": [{"name": "c", "image": "cuda",
                                 "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}
 BODY = json.dumps(harness.envelope(harness.make_request(POD, namespace="team-a"))).encode()
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            assert value, f"{what}: not within {timeout}s"
-            return value
-        time.sleep(0.1)
 
 
 def verdict(reply: harness.Reply) -> str:
