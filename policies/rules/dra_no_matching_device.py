@@ -63,7 +63,8 @@ def claim_message(results: list[GroupVerdict]) -> str:
     ranked = sorted(results, key=lambda v: len(v.reasons))
     shown = "; ".join(f"{_group(v)}: {'; '.join(v.reasons)}" for v in ranked[:SHOWN])
     rest = len(ranked) - SHOWN
-    more = f" ({rest} other node group{'s' * (rest != 1)} fail too)" if rest > 0 else ""
+    more = (f" ({rest} other node group{'s' * (rest != 1)} fail{'s' * (rest == 1)} too)"
+            if rest > 0 else "")
     return f"no node can allocate this claim: {shown}{more}"
 
 
