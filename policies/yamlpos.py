@@ -169,7 +169,10 @@ def iter_stream(data: bytes | str) -> Iterator[Document | SyntaxProblem]:
         return
     loader = _Loader(text)
     index = 0
-    aliases = "&" in text  # without an anchor there is no alias to check
+    # A merge (`<<: *a`) copies the merged pairs into the mapping as it is built, so a chain
+    # of merges must be sized before it is built; other aliases only share what is built
+    # once, and are sized after, when one was used.
+    merges = "&" in text and "<<" in text
     problems: list[SyntaxProblem] = []
     try:
         while loader.check_node():
@@ -179,9 +182,11 @@ def iter_stream(data: bytes | str) -> Iterator[Document | SyntaxProblem]:
                 continue
             builder = _Builder(loader, index, problems)
             try:
-                if aliases:
+                if merges:
                     builder.check_size(node)
                 value = builder.build(node)
+                if builder.shared and not merges:
+                    builder.check_size(node)
             except _Refused:
                 continue
             except RecursionError:
@@ -213,6 +218,9 @@ def _text(data: bytes | str) -> str | SyntaxProblem:
                              line, column, 0)
 
 
+_BUILDING = object()  # a container whose children are being built: met again, a cycle
+
+
 class _Refused(Exception):
     """The document cannot be used; its problem is already recorded."""
 
@@ -225,6 +233,7 @@ class _Builder:
         self.document = document
         self.problems = problems
         self.done: dict[int, Any] = {}
+        self.shared = False  # a node was used twice: an alias
 
     def refuse(self, rule: str, message: str, node: yaml.Node) -> _Refused:
         line, column = _mark(node)
@@ -258,14 +267,20 @@ class _Builder:
     def build(self, node: yaml.Node, depth: int = 0) -> Any:
         key = id(node)
         if key in self.done:
-            return self.done[key]
+            value = self.done[key]
+            if value is _BUILDING:
+                raise self.refuse(ALIAS, "an alias refers to a node that contains it", node)
+            self.shared = True
+            return value
         if depth > MAX_DEPTH:  # decided here, not by whatever recursion limit is in force
             raise self.refuse(SYNTAX, f"nesting too deep (more than {MAX_DEPTH} levels)", node)
         if isinstance(node, yaml.ScalarNode):
             value = self.scalar(node)
         elif isinstance(node, yaml.SequenceNode):
+            self.done[key] = _BUILDING
             value = [self.build(item, depth + 1) for item in node.value]
         else:
+            self.done[key] = _BUILDING
             value = self.mapping(node, depth)
         self.done[key] = value
         return value
@@ -285,31 +300,35 @@ class _Builder:
     def mapping(self, node: yaml.Node, depth: int) -> dict[Any, Any]:
         if not isinstance(node, yaml.MappingNode):
             raise self.refuse(SYNTAX, f"unexpected node {type(node).__name__}", node)
-        seen: dict[Any, yaml.Node] = {}
+        out: dict[Any, Any] = {}
         merge = False
-        for key_node, _ in node.value:
+        for key_node, value_node in node.value:
             if key_node.tag == _MERGE:
                 merge = True
                 continue
-            key = self.build(key_node)
-            if isinstance(key, list | dict):
-                raise self.refuse(SYNTAX, "a mapping key must be a scalar", key_node)
-            if key in seen:
-                first = _mark(seen[key])[0]
+            key = self.key(key_node)
+            if key in out:
+                first = next(k for k, _ in node.value if k.tag != _MERGE and self.key(k) == key)
                 line, column = _mark(key_node)
                 self.problems.append(SyntaxProblem(
-                    DUPLICATE_KEY, f"duplicate key {key!r} (first on line {first}); "
+                    DUPLICATE_KEY, f"duplicate key {key!r} (first on line {_mark(first)[0]}); "
                     "Kubernetes refuses the object", line, column, self.document))
-            seen[key] = key_node
-        if merge:
-            try:  # `<<: *defaults` as yaml.safe_load does it (the node is rewritten in place)
-                self.loader.flatten_mapping(node)
-            except yaml.YAMLError as exc:
-                raise self.refuse(SYNTAX, str(getattr(exc, "problem", exc)), node) from None
-        out: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            out[self.build(key_node, depth + 1)] = self.build(value_node, depth + 1)
-        return out
+            out[key] = self.build(value_node, depth + 1)
+        if not merge:
+            return out
+        try:  # `<<: *defaults` as yaml.safe_load does it (the node is rewritten in place)
+            self.loader.flatten_mapping(node)
+        except yaml.YAMLError as exc:
+            raise self.refuse(SYNTAX, str(getattr(exc, "problem", exc)), node) from None
+        # the merged pairs first, the mapping's own after them: its own keys win
+        return {self.key(k): self.build(v, depth + 1) for k, v in node.value}
+
+    def key(self, node: yaml.Node) -> Any:
+        """A mapping key: a scalar (built each time it is met, so a key is never taken
+        for an alias)."""
+        if isinstance(node, yaml.ScalarNode):
+            return self.scalar(node)
+        raise self.refuse(SYNTAX, "a mapping key must be a scalar", node)
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:

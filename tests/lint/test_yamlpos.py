@@ -90,10 +90,21 @@ def test_deep_nesting_is_a_problem_not_a_crash(data: bytes) -> None:
     assert "nesting" in stream.problems[0].message
 
 
-def test_alias_bomb_is_refused_quickly() -> None:
+def _bomb(level: str) -> str:
+    """Nine levels, each using the one below ten times: 10**9 values once expanded."""
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
-    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
-    stream = read_stream("\n".join(lines).encode())
+    lines += [level.format(i=i, uses=", ".join([f"*a{i - 1}"] * 10)) for i in range(1, 9)]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("text", [
+    _bomb("a{i}: &a{i} [{uses}]"),  # sequences
+    _bomb("a{i}: &a{i} {{k: [{uses}]}}"),  # mappings
+    _bomb("a{i}: &a{i} {{<<: [{uses}]}}"),  # merge keys, which copy pairs as they are built
+    "a: &a [1]\nb: &b {k: *a}\nc: &c [*b, *b]\nd: &d [*c, *c]\n" + _bomb("a{i}: &a{i} [{uses}]"),
+])
+def test_alias_bomb_is_refused_quickly(text: str) -> None:
+    stream = read_stream(text.encode())
     assert [p.rule for p in stream.problems] == ["yaml-alias"]
     assert stream.documents == []
 
@@ -113,7 +124,9 @@ def test_objects(text: str, objects: list[tuple[str | int, ...]]) -> None:
 
 @pytest.mark.parametrize("text", [
     "a: 1\n---\nb: [1, 2.5, true, null, ~, 0x1F, 2001-12-14, '3']\n",
-    ANCHORS, POD_LIST, "{}\n", '{\n\t"a": {\n\t\t"b": [\n\t\t\t1\n\t\t]\n\t}\n}\n', "---\n...\n", "\ufeffa: 1\n", "a: !!binary aGk=\n",
+    ANCHORS, POD_LIST, "{}\n",
+    "a: &a {x: 1, y: 2}\nb: {<<: *a, y: 3}\nc: {y: 4, <<: [*a]}\nd: [*a, *a]\n",
+    "url: http://x/?a=1&b=2\nk: &k v\n*k : w\n", '{\n\t"a": {\n\t\t"b": [\n\t\t\t1\n\t\t]\n\t}\n}\n', "---\n...\n", "\ufeffa: 1\n", "a: !!binary aGk=\n",
 ])
 def test_same_objects_as_pyyaml(text: str) -> None:
     expected = [d for d in yaml.load_all(text, Loader=yaml.CSafeLoader) if d is not None]

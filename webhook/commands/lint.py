@@ -231,15 +231,19 @@ def collect(paths: Sequence[str], *, stdin_name: str, exclude: Sequence[str] = (
     if not paths:
         raise UsageError("no input: give files, directories or - for standard input")
     out = Collected([], [], [])
-    seen: set[Path] = set()  # a file named twice (or inside a named folder) is linted once
+    seen: set[Path] = set()  # charts and overlays rendered once
+    files: set[tuple[int, int] | str] = set()  # a file named twice (or in a named folder)
 
     def add(name: str) -> None:
+        # One stat a file, where resolving its path would lstat every folder above it: the
+        # same file is the same device and inode, whatever path or link names it.
         try:
-            key = Path(name).resolve()
-        except (OSError, RuntimeError):  # a symlink loop: reading it will say so
-            key = Path(name).absolute()
-        if key not in seen:
-            seen.add(key)
+            st = os.stat(name)
+            key: tuple[int, int] | str = (st.st_dev, st.st_ino)
+        except OSError:  # missing, or a symlink loop: reading it will say so
+            key = os.path.abspath(name)
+        if key not in files:
+            files.add(key)
             out.inputs.append((name, None))
 
     for path in paths:

@@ -79,7 +79,8 @@ def manifest_files(path: Path) -> list[Path]:
 
 def read_bytes(path: Path | str) -> bytes:
     try:
-        return Path(path).read_bytes()
+        with open(path, "rb") as f:
+            return f.read()
     except FileNotFoundError:
         raise SourceError(f"{path}: no such file or directory") from None
     except OSError as exc:

@@ -40,7 +40,8 @@ class Sources:
     def __init__(self, raw: bytes, root: Path | None = None,
                  charts: Mapping[str, Path] | None = None) -> None:
         self.raw = raw
-        self.root = root or Path.cwd()  # the paths below are relative to it
+        # the paths below are relative to it (only Helm output asks where it is)
+        self.root = root or (Path.cwd() if _SOURCE.search(raw) else Path())
         self.lines: list[int] = []  # the line of each `# Source:` comment, ascending
         self.paths: list[str | None] = []  # the template in the repository; None: not found
         self.named: list[str] = []  # the template as helm names it
