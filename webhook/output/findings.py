@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from importlib import metadata
 from typing import Any, Literal
 
 from policies.decision import PatchOp
@@ -32,6 +31,8 @@ EDGE_RULE_HELP = {
 
 
 def version() -> str:
+    from importlib import metadata  # 18 ms of imports, for the reports that name a version
+
     try:
         return metadata.version("gpupolicy")
     except metadata.PackageNotFoundError:  # running from a source tree that is not installed
