@@ -19,7 +19,8 @@ from policies.context import Context
 from policies.engine import namespace_of, review
 from tests.engine.casetable import Case, context_for, load_cases
 from tests.server.harness import envelope, make_request
-from webhook.cluster.listing import FileSource, audited_kind
+from webhook.cluster.files import FileSource
+from webhook.cluster.kinds import audited_kind
 from webhook.commands import audit, lint
 from webhook.http.admission import shape_warnings
 from webhook.http.server import create_app

@@ -16,8 +16,7 @@ import yaml
 from tests.chart.helm import CI_VALUES, one, render, template
 from tests.chart.test_render import K8S_VERSION
 from tests.chart.test_webhooks import KIND_RESOURCES
-from webhook.cluster.listing import BUILT_IN, CUSTOM, PODS
-from webhook.cluster.watch import WATCHED
+from webhook.cluster.kinds import BUILT_IN, CUSTOM, PODS, WATCHED
 from webhook.inputs.sources import load_workload_kinds
 
 SERVER_SA = {"kind": "ServiceAccount", "name": "rel-gpupolicy", "namespace": "gpu-system"}

@@ -17,7 +17,7 @@ from tests.cluster.conftest import gpupolicy, namespace
 from tests.cluster.fakeapi import FakeAPIServer
 from tests.lint import sarif_rules
 from webhook.cli import run as cli
-from webhook.cluster.listing import BUILT_IN, CUSTOM, audited_kind
+from webhook.cluster.kinds import BUILT_IN, CUSTOM, audited_kind
 from webhook.inputs import sources
 
 DATA = Path(__file__).parent / "data"

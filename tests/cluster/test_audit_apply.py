@@ -16,7 +16,7 @@ from tests.cluster.conftest import gpupolicy, namespace
 from tests.cluster.fakeapi import FakeAPIServer
 from tests.cluster.test_audit import NODES, REPORT_SCHEMAS, SHARED, _pod, _share
 from webhook.cli import run as cli
-from webhook.cluster.reports import shard_of
+from webhook.cluster.shards import shard_of
 from webhook.inputs import sources
 from webhook.output import audit_report
 

@@ -338,7 +338,7 @@ def test_expired_continue_token_restarts_the_list_without_repeats(api_server, cl
      ("cordon", True)],
 )
 def test_node_cache_ignores_status_heartbeats(api_server, client, change, publishes):
-    from webhook.cluster.watch import node_facts
+    from webhook.cluster.kinds import node_facts
 
     api_server.add(node("gpu-1"))
     changes: list[int] = []

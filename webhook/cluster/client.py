@@ -43,6 +43,9 @@ from urllib3.exceptions import (
     SSLError,
 )
 
+# defined client-free (commands that read only files catch it); importable from here too
+from webhook.cluster.errors import ClusterError as ClusterError
+
 # the config module carries no annotations
 k8s_config: Any = _k8s_config
 
@@ -50,10 +53,6 @@ log = logging.getLogger("gpupolicy.cluster")
 
 ListFunc = Callable[..., Any]  # a client list_* method bound to its path arguments
 Project = Callable[[dict[str, Any]], Any]
-
-
-class ClusterError(RuntimeError):
-    """The API server could not be reached or refused us; the message says which and why."""
 
 
 def api_client(kubeconfig: str | None = None, context: str | None = None) -> k8s.ApiClient:
@@ -116,10 +115,6 @@ def unreachable(server: str, exc: BaseException) -> ClusterError:
         return ClusterError(f"unable to connect to the server {hostport}: the connection "
                             "was closed")
     return ClusterError(f"unable to connect to the server {hostport}")
-
-
-def in_cluster() -> bool:
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ only in the namespaces it owns (the cluster report: shard 0).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,50 +22,26 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from webhook.cluster.client import (
-    ClusterError,
     DeadlineExceeded,
     Retry,
     call_with_retry,
     describe,
     list_all,
 )
+from webhook.cluster.errors import ClusterError
+from webhook.cluster.kinds import REPORT_PREFERRED, REPORT_RESOURCES
 from webhook.cluster.listing import served_versions
+from webhook.cluster.shards import shard_of
 from webhook.output.audit_report import MANAGED_BY, REPORT_PREFIX, Collector, policy_reports
 
-# format -> (group, version, namespaced plural, cluster plural)
-RESOURCES = {
-    "openreports": ("openreports.io", "v1alpha1", "reports", "clusterreports"),
-    "policyreport": ("wgpolicyk8s.io", "v1alpha2", "policyreports", "clusterpolicyreports"),
-}
-# `--report-api auto` takes the first one installed: OpenReports is where the wgpolicyk8s API
-# moved (Kyverno writes it since 1.15; Policy Reporter reads both).
-PREFERRED = ("openreports", "policyreport")
-CHOICES = ("auto", "openreports", "policyreport", "both")
 FIELD_MANAGER = "gpupolicy"
 APPLY = "application/apply-patch+yaml"
 SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
 
 
-def shard_of(namespace: str, shards: int) -> int:
-    """The shard (0..shards-1) owning a namespace: sha256 of its name, the same in every pod
-    and every run (Python's hash() is salted per process). Cluster-scoped (""): shard 0."""
-    if not namespace or shards <= 1:
-        return 0
-    return int.from_bytes(hashlib.sha256(namespace.encode()).digest()[:8], "big") % shards
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """`I/N` with 0 <= I < N."""
-    index, slash, count = text.partition("/")
-    if not slash or not index.isdigit() or not count.isdigit() or not \
-            0 <= int(index) < int(count):
-        raise ValueError(f"--shard {text!r}: expected I/N with 0 <= I < N, e.g. 0/4")
-    return int(index), int(count)
-
-
 def report_apis(api: k8s.ApiClient, wanted: str, retry: Retry) -> list[str]:
     """The report APIs to write: the ones asked for, each checked against API discovery
-    (auto: the first of PREFERRED the cluster serves). Raises ClusterError."""
+    (auto: the first of REPORT_PREFERRED the cluster serves). Raises ClusterError."""
     try:
         served = served_versions(api, retry)
     except DeadlineExceeded as exc:
@@ -74,17 +49,17 @@ def report_apis(api: k8s.ApiClient, wanted: str, retry: Retry) -> list[str]:
     except (ApiException, HTTPError, ValueError) as exc:
         raise ClusterError(f"cannot tell which report API is installed: API discovery "
                            f"(GET /apis): {describe(exc)}") from None
-    installed = [fmt for fmt in PREFERRED
-                 if RESOURCES[fmt][1] in served.get(RESOURCES[fmt][0], ())]
+    installed = [fmt for fmt in REPORT_PREFERRED
+                 if REPORT_RESOURCES[fmt][1] in served.get(REPORT_RESOURCES[fmt][0], ())]
     if wanted == "auto":
         if not installed:
             raise ClusterError("no report API is installed: --apply needs the CRDs of "
                                "openreports.io/v1alpha1 or wgpolicyk8s.io/v1alpha2")
         return installed[:1]
-    chosen = list(PREFERRED) if wanted == "both" else [wanted]
+    chosen = list(REPORT_PREFERRED) if wanted == "both" else [wanted]
     for fmt in chosen:
         if fmt not in installed:
-            group, version, _, _ = RESOURCES[fmt]
+            group, version, _, _ = REPORT_RESOURCES[fmt]
             raise ClusterError(f"--report-api {fmt}: the cluster does not serve "
                                f"{group}/{version} (its CRDs are not installed)")
     return chosen
@@ -136,7 +111,7 @@ class ReportWriter:
         return done
 
     def _owned(self, fmt: str) -> set[tuple[str, str]]:
-        group, version, plural, cluster_plural = RESOURCES[fmt]
+        group, version, plural, cluster_plural = REPORT_RESOURCES[fmt]
         found: set[tuple[str, str]] = set()
         for resource in (plural, cluster_plural):
             func = _bound(self.custom.list_cluster_custom_object, group, version, resource,
@@ -158,7 +133,7 @@ class ReportWriter:
 
     def _patch_call(self, fmt: str, namespace: str, name: str,
                     report: dict[str, Any]) -> Callable[[Any], Any]:
-        group, version, plural, cluster_plural = RESOURCES[fmt]
+        group, version, plural, cluster_plural = REPORT_RESOURCES[fmt]
         options: dict[str, Any] = {"field_manager": FIELD_MANAGER, "force": True,
                                    "_content_type": APPLY, "_preload_content": False}
         if namespace:
@@ -168,7 +143,7 @@ class ReportWriter:
             group, version, cluster_plural, name, report, _request_timeout=t, **options)
 
     def _delete(self, fmt: str, namespace: str, name: str) -> None:
-        group, version, plural, cluster_plural = RESOURCES[fmt]
+        group, version, plural, cluster_plural = REPORT_RESOURCES[fmt]
         if namespace:
             def call(t: Any) -> Any:
                 return self.custom.delete_namespaced_custom_object(

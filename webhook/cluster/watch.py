@@ -36,29 +36,23 @@ from policies.dra.parse_slices import parse_device_class, parse_slice
 from policies.dra.taint_rules import parse_taint_rule
 from policies.inventory import Inventory
 from policies.model import GPUPolicy
-from webhook.cluster.client import (
-    ClusterError,
-    WatchCache,
-    WatchSettings,
-    api_client,
-    in_cluster,
-    served,
+from webhook.cluster.client import WatchCache, WatchSettings, api_client, served
+from webhook.cluster.config import wanted
+from webhook.cluster.errors import ClusterError
+from webhook.cluster.kinds import (
+    CLAIM_RESOURCES,
+    DRA_GROUP,
+    DRA_VERSION,
+    GROUP,
+    PLURAL,
+    VERSION,
+    node_facts,
 )
 from webhook.inputs import sources
 from webhook.inputs.sources import Invalid, claim_entry, gpupolicy, inventory_of
 
 log = logging.getLogger("gpupolicy.cluster")
 
-GROUP, VERSION, PLURAL = "gpupolicy.io", "v1alpha1", "gpupolicies"
-DRA_GROUP, DRA_VERSION = "resource.k8s.io", "v1"  # GA since Kubernetes 1.34
-# (API group, resource) of everything serve watches: the chart's ClusterRole grants exactly this.
-WATCHED = (("", "namespaces"), ("", "nodes"), (GROUP, PLURAL),
-           (DRA_GROUP, "resourceslices"), (DRA_GROUP, "deviceclasses"),
-           (DRA_GROUP, "devicetaintrules"),
-           (DRA_GROUP, "resourceclaims"), (DRA_GROUP, "resourceclaimtemplates"))
-# The namespaced DRA objects pods name in spec.resourceClaims: (plural, kind).
-CLAIM_RESOURCES = (("resourceclaims", "ResourceClaim"),
-                   ("resourceclaimtemplates", "ResourceClaimTemplate"))
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", metavar="FILE",
@@ -66,28 +60,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(ResourceSlices, DeviceClasses, ResourceClaims and templates) "
                              "of this cluster "
                              "(in a pod, the in-cluster config is used without it)")
-
-
-def wanted(args: argparse.Namespace) -> bool:
-    return bool(getattr(args, "kubeconfig", None)) or in_cluster()
-
-
-def node_facts(obj: dict[str, Any]) -> dict[str, Any]:
-    """What the Inventory reads of a Node; conditions and heartbeats are dropped, and parts of
-    the wrong type read as empty (policies.inventory reads the rest as warily)."""
-    meta, spec, status = (_mapping(obj.get(k)) for k in ("metadata", "spec", "status"))
-    return {
-        "kind": "Node",
-        "metadata": {"name": meta.get("name"), "labels": sources.labels_of(obj)},
-        "spec": {"taints": spec.get("taints") or [],
-                 "unschedulable": bool(spec.get("unschedulable"))},
-        "status": {"allocatable": status.get("allocatable") or {},
-                   "capacity": status.get("capacity") or {}},
-    }
-
-
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 PUBLISH_ERROR = "cluster/publish"  # State.errors key while publishing fails

@@ -30,22 +30,25 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from policies.context import Context
 from policies.engine import namespace_of, review
 from policies.loading import PolicyLoadError
 from policies.paths import FieldPath
-from webhook.cluster import reports
 from webhook.cluster.checks import ClusterChecks
-from webhook.cluster.client import ClusterError
-from webhook.cluster.listing import FileSource, LiveSource, Locator, Source
-from webhook.cluster.reports import shard_of
+from webhook.cluster.errors import ClusterError
+from webhook.cluster.files import FileSource, Locator, Source
+from webhook.cluster.kinds import REPORT_CHOICES
+from webhook.cluster.shards import parse_shard, shard_of
 from webhook.commands import options
 from webhook.inputs import sources
 from webhook.output.audit_report import FORMATS, Collector, ObjectRef, report_namespaces, write
 from webhook.output.findings import PENDING
 from webhook.output.progress import Progress
+
+if TYPE_CHECKING:
+    from webhook.cluster.reports import Applied
 
 # the table is `text`, as every command's human format is named (`table` still accepted)
 HUMAN_FORMATS = tuple("text" if f == "table" else f for f in FORMATS)
@@ -83,7 +86,7 @@ def add_apply_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--apply", action="store_true",
                         help="live cluster: write the reports into it (server-side apply), "
                              "clear the ones no longer true, print one JSON summary line")
-    parser.add_argument("--report-api", choices=reports.CHOICES, default="auto",
+    parser.add_argument("--report-api", choices=REPORT_CHOICES, default="auto",
                         help="with --apply: openreports.io Reports, wgpolicyk8s.io "
                              "PolicyReports, or both (auto: the one installed, openreports "
                              "when both are)")
@@ -113,9 +116,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     try:
         source: Source = (
             FileSource(args.paths, stdin=sys.stdin.buffer.read() if "-" in args.paths else None,
-                       stdin_name=args.stdin_filename) if args.paths
-            else LiveSource.connect(args.kubeconfig, args.context, args.page_size,
-                                    args.timeout))
+                       stdin_name=args.stdin_filename) if args.paths else connect(args))
         source.namespace = args.namespace
         found = source.cluster_objects(warn)
         context = build_context(args, found, warn)
@@ -140,7 +141,6 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                         started)
         return incomplete(args, source, collector, stdout, warn)
     if args.apply:
-        assert isinstance(source, LiveSource)
         return apply(args, source, collector, stdout, warn)
     try:
         with options.report_stream(args.output_file, stdout) as out:
@@ -174,10 +174,22 @@ def incomplete(args: argparse.Namespace, source: Source, collector: Collector,
     return 2
 
 
-def apply(args: argparse.Namespace, source: LiveSource, collector: Collector, stdout: TextIO,
+def connect(args: argparse.Namespace) -> Source:
+    """The live cluster. Only here is the Kubernetes client imported: an audit of files
+    never loads it (nor does `audit --help`)."""
+    from webhook.cluster.listing import LiveSource
+
+    return LiveSource.connect(args.kubeconfig, args.context, args.page_size, args.timeout)
+
+
+def apply(args: argparse.Namespace, source: Source, collector: Collector, stdout: TextIO,
           warn: Callable[[str], None]) -> int:
     """Write the reports (--apply) and print one JSON line: what was audited and written.
     Exit 0 once they are written, findings or not (the findings are in the reports)."""
+    from webhook.cluster import reports
+    from webhook.cluster.listing import LiveSource
+
+    assert isinstance(source, LiveSource)  # --apply audits no PATH
     writer = reports.ReportWriter(source.api, source.retry, shard=args.shard,
                                   page_size=args.page_size, namespace=args.namespace)
     try:
@@ -199,12 +211,12 @@ def apply(args: argparse.Namespace, source: LiveSource, collector: Collector, st
 
 
 def failed_line(args: argparse.Namespace, stdout: TextIO, errors: list[str],
-                started: float, done: reports.Applied | None = None) -> None:
+                started: float, done: Applied | None = None) -> None:
     """--apply's one JSON line for a failed run: what failed, and what had been written and
     deleted before (nothing, unless a write itself failed)."""
-    done = done or reports.Applied()
     line = {"audit": "failed", "shard": "/".join(map(str, args.shard)), "errors": errors,
-            "reportsWritten": done.written, "reportsDeleted": done.deleted,
+            "reportsWritten": done.written if done else 0,
+            "reportsDeleted": done.deleted if done else 0,
             "seconds": round(time.monotonic() - started, 3)}
     stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
 
@@ -341,7 +353,7 @@ def _owned(kind: str, meta: Mapping[str, Any]) -> bool:
 
 def _shard(text: str) -> tuple[int, int]:
     try:
-        return reports.parse_shard(text)
+        return parse_shard(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--shard {text!r}: ")) from None
 

@@ -23,10 +23,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any, TextIO
-
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
+from typing import TYPE_CHECKING, Any, TextIO
 
 from policies import yamlpos
 from policies.context import Context
@@ -34,11 +31,14 @@ from policies.engine import claim_view, explain, is_claim, namespace_of
 from policies.loading import PolicyLoadError
 from policies.paths import to_display
 from policies.workloads import unlisted_pod_template
-from webhook.cluster.client import ClusterError, unreachable
-from webhook.cluster.listing import BUILT_IN, CUSTOM, LiveSource, discovered_kinds, served_versions
+from webhook.cluster.errors import ClusterError
+from webhook.cluster.kinds import BUILT_IN, CUSTOM, PODS, discovered_kinds
 from webhook.commands import options
 from webhook.inputs import sources
 from webhook.output import report
+
+if TYPE_CHECKING:
+    from webhook.cluster.listing import LiveSource
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -106,6 +106,9 @@ def _load(args: argparse.Namespace, warn: Any) -> tuple[list[dict[str, Any]], Co
         objects = [o for o in every if is_claim(o)
                    or kinds.find(o) is not None or unlisted_pod_template(o, kinds)]
         return objects, context, {}
+    # a workload in the cluster: only now is the Kubernetes client imported
+    from webhook.cluster.listing import LiveSource
+
     live = LiveSource.connect(args.kubeconfig, args.context, 500)
     live.kinds = sources.load_workload_kinds(getattr(args, "workload_kinds", None))
     obj = fetch(live, args.target)
@@ -117,6 +120,11 @@ def _load(args: argparse.Namespace, warn: Any) -> tuple[list[dict[str, Any]], Co
 
 def fetch(live: LiveSource, target: str) -> dict[str, Any]:
     """The object named KIND/NS/NAME or NS/NAME (a Pod) from the cluster, as a dict."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    from webhook.cluster.client import unreachable
+
     parts = target.split("/")
     if len(parts) == 2:
         parts = ["pod", *parts]
@@ -135,13 +143,15 @@ def fetch(live: LiveSource, target: str) -> dict[str, Any]:
 
 def _read(live: LiveSource, kind: str, namespace: str, name: str) -> dict[str, Any]:
     from kubernetes import client as k8s
+    from kubernetes.client.exceptions import ApiException
 
-    builtin = {"pod": ("Pod", "v1", k8s.CoreV1Api, "list_pod_for_all_namespaces"),
-               **{k.lower(): (k, v, cls, m) for k, v, cls, m in BUILT_IN}}
+    from webhook.cluster.listing import served_versions
+
+    builtin = {k.lower(): (k, v, cls, m) for k, v, cls, m in (PODS, *BUILT_IN)}
     if kind in builtin or kind.rstrip("s") in builtin:
         real, api_version, api_class, method = builtin.get(kind) or builtin[kind.rstrip("s")]
-        reader = getattr(api_class(live.api), method.replace("list_", "read_namespaced_")
-                         .removesuffix("_for_all_namespaces"))
+        reader = getattr(getattr(k8s, api_class)(live.api), method.replace(
+            "list_", "read_namespaced_").removesuffix("_for_all_namespaces"))
         resp = reader(name, namespace, _preload_content=False)
     else:
         # by kind or by plural (resourceclaimtemplate/ml/x, resourceclaimtemplates/ml/x)

@@ -29,6 +29,7 @@ from policies.migrate.rewrite import apply
 from policies.migrate.selector import SelectorError, parse_label_selector
 from policies.paths import FieldPath
 from policies.selectors import label_selector_matches
+from webhook.cluster.errors import ClusterError
 from webhook.commands import options
 from webhook.inputs import sources
 
@@ -77,12 +78,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     try:
         selector = parse_label_selector(args.to_dra) if args.to_dra is not None else None
         now, target, derived, items = _load(args, selector, warn)
-    except (sources.SourceError, PolicyLoadError, SelectorError) as exc:
-        warn(str(exc))
-        return 2
-    except Exception as exc:  # a cluster error: the client is imported only for live use
-        if type(exc).__name__ != "ClusterError":
-            raise
+    except (sources.SourceError, PolicyLoadError, SelectorError, ClusterError) as exc:
         warn(str(exc))
         return 2
     moves = [(item, m) for item in items

@@ -23,14 +23,18 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from gunicorn.app.base import BaseApplication
 from gunicorn.arbiter import Arbiter
 from gunicorn.glogging import Logger as GunicornLogger
 
+from webhook.cluster.config import wanted
 from webhook.http import admission, metrics_port, shared, worker
 from webhook.inputs import sources
+
+if TYPE_CHECKING:
+    from webhook.cluster.watch import ClusterSources
 
 DEFAULT_SERVICE = "gpupolicy"
 DEFAULT_NAMESPACE = "gpupolicy"
@@ -268,10 +272,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                    "what this one names", level=30, cert=cert, service=service,
                    names=list(tls.names))
     # Check the inputs once before forking; the workers load (and count) for themselves.
-    from webhook.cluster import watch as cluster_sources
-
     try:
-        problems = _build(args, record=False)[1].load_all() + cluster_sources.check(args)
+        problems = _build(args, record=False)[1].load_all() + _check_cluster(args)
     except sources.SourceError as exc:  # --workload-kinds
         problems = [str(exc)]
     if problems:
@@ -364,8 +366,25 @@ def _tls_files(args: argparse.Namespace, stdout: TextIO) -> tuple[str, str]:
     return str(out / certs.CERT_FILE), str(out / certs.KEY_FILE)
 
 
+def _check_cluster(args: argparse.Namespace) -> list[str]:
+    """Unusable cluster credentials, as problem lines. Without a cluster the Kubernetes
+    client is never imported (nor in the workers: _load_app)."""
+    if not wanted(args):
+        return []
+    from webhook.cluster import watch as cluster_sources
+
+    return cluster_sources.check(args)
+
+
+def _attach_cluster(args: argparse.Namespace, state: Any) -> ClusterSources | None:
+    if not wanted(args):
+        return None
+    from webhook.cluster import watch as cluster_sources
+
+    return cluster_sources.attach(args, state)
+
+
 def _build(args: argparse.Namespace, record: bool = True) -> tuple[Any, Any]:
-    from webhook.cluster.watch import wanted
     from webhook.inputs.state import FileSources, State
 
     cluster = wanted(args)
@@ -385,9 +404,7 @@ def _load_app(args: argparse.Namespace, tls: TLSFiles | None = None) -> Any:
 
     state, files = _build(args)
     worker.publish_readiness(state.detail)
-    from webhook.cluster import watch as cluster_sources
-
-    cluster = cluster_sources.attach(args, state)  # None outside a cluster
+    cluster = _attach_cluster(args, state)  # None outside a cluster
     files.load_all()
     files.start(args.reload_interval)
     app = create_app(state, max_body=args.max_body_bytes)
