@@ -8,7 +8,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from policies.dra.cel import compile_selector, evaluate
 from policies.dra.objects import Claim, DeviceClass, Request, Selector
 from policies.dra.pools import DraInventory
 from policies.dra.problems import Problem
@@ -31,6 +30,7 @@ def selector_problems(claim: Claim, classes: Mapping[str, DeviceClass] | None = 
     """Request selectors (and, given `classes`, those of the classes used) that do not compile,
     with the compiler's message: the apiserver refuses the claim for its own, the scheduler
     stops every pod on a class's."""
+    from policies.dra.cel import compile_selector  # CEL loads only for inputs with claims
     out = []
     for request in requests_of(claim):
         for selector in request.selectors:
@@ -116,6 +116,7 @@ def request_kinds(request: Request, inventory: DraInventory | None
 
 def _matched_kinds(cls: DeviceClass, request: Request, inventory: DraInventory
                    ) -> tuple[frozenset[GpuKind], bool]:
+    from policies.dra.cel import compile_selector, evaluate
     selectors = (*cls.selectors, *request.selectors)
     programs = [compile_selector(s.expression) for s in selectors]
     if any(p.error for p in programs):  # dra-selector-invalid says why
@@ -183,6 +184,7 @@ def _most_matching(request: Request, inventory: DraInventory) -> int:
     """What `allocationMode: All` takes on the node that has most: the usable devices its
     class and its own selectors match, counted once per inventory."""
     def count() -> int:
+        from policies.dra.cel import compile_selector, evaluate
         cls = inventory.classes.get(request.class_name)
         if cls is None:
             return 0
@@ -249,6 +251,7 @@ def _class_has(class_name: str, field: str, qualified: str, inventory: DraInvent
     cls = inventory.classes[class_name]
 
     def look() -> bool:
+        from policies.dra.cel import compile_selector, evaluate
         programs = [compile_selector(s.expression) for s in cls.selectors]
         return any(
             (qualified in (device.attributes if field == "attributes" else device.capacity)
