@@ -10,15 +10,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from policies.dra.extended import extended_claim
-from policies.dra.objects import Claim
-from policies.dra.pools import DraInventory, NodeGroup
 from policies.hardware import DYNAMIC_RESOURCES, PoolVerdict, pool_verdicts
 from policies.inventory import Inventory, Pool
 from policies.view import PodView
 
 if TYPE_CHECKING:  # the allocator (and CEL) load only when a claim is to be allocated
     from policies.dra.allocate import GroupVerdict
+    from policies.dra.objects import Claim
+    from policies.dra.pools import DraInventory, NodeGroup
     from policies.dra.search import Budget
 
 NO_DEVICES = "no ResourceSlice publishes devices for these nodes"
@@ -114,6 +113,7 @@ def _served_claim(dra: DraInventory, served: tuple[tuple[str, int], ...]) -> Cla
     amount asked (so that _checked's verdicts on it are kept too)."""
     if not served:
         return None
+    from policies.dra.extended import extended_claim
     return dra.remember(("served_claim", served), lambda: extended_claim(dra, dict(served)))
 
 

@@ -1,6 +1,8 @@
 """Pay for what the input uses: which modules one `gpupolicy lint` run loads, in a fresh
-process. A plain Pod loads no CEL (cel_expr_python's native library and re2: ~18 MB) and no
-DRA allocator; a claim with a DeviceClass does, so the lazy path stays exercised."""
+process. A plain Pod loads no CEL (cel_expr_python's native library and re2: ~18 MB), no DRA
+allocator and no DRA object model (the parsers and their ~20 dataclasses): only the small
+helpers that find a pod has no claim. A claim with a DeviceClass loads them, so the lazy path
+stays exercised."""
 
 from __future__ import annotations
 
@@ -67,6 +69,13 @@ spec:
       claims: [{name: gpu}]
 """
 
+NODES = """\
+apiVersion: v1
+kind: Node
+metadata: {name: node-1, labels: {nvidia.com/gpu.product: NVIDIA-L4}}
+status: {allocatable: {cpu: "32", nvidia.com/gpu: "1"}}
+"""
+
 INVENTORY = CLASS + """\
 ---
 apiVersion: v1
@@ -88,17 +97,23 @@ spec:
 
 CEL = ("cel_expr_python", "re2", "policies.dra.cel", "policies.dra.cel_library")
 ALLOCATOR = ("policies.dra.allocate", "policies.dra.search")
+OBJECT_MODEL = ("policies.dra.objects", "policies.dra.pools", "policies.dra.values",
+                "policies.dra.problems", "policies.dra.reader", "policies.dra.parse_claims",
+                "policies.dra.parse_slices", "policies.dra.taint_rules", "policies.dra.extended")
 
 # (what, files to write, lint arguments, modules loaded, modules not loaded)
 CASES = [
-    ("plain GPU pod", {"pod.yaml": POD}, ["pod.yaml"], (), (*CEL, *ALLOCATOR)),
+    ("plain GPU pod", {"pod.yaml": POD}, ["pod.yaml"], (), (*CEL, *ALLOCATOR, *OBJECT_MODEL)),
     ("plain GPU pod, JSON report", {"pod.yaml": POD}, ["-o", "json", "pod.yaml"], (),
-     (*CEL, *ALLOCATOR)),
+     (*CEL, *ALLOCATOR, *OBJECT_MODEL)),
+    ("plain GPU pod against an inventory of nodes",
+     {"pod.yaml": POD, "nodes.yaml": NODES}, ["--inventory", "nodes.yaml", "pod.yaml"], (),
+     (*CEL, *ALLOCATOR, *OBJECT_MODEL)),
     ("claim template and its class", {"claims.yaml": CLASS + "---\n" + TEMPLATE_AND_POD},
-     ["claims.yaml"], CEL, ()),
+     ["claims.yaml"], (*CEL, "policies.dra.objects", "policies.dra.parse_claims"), ()),
     ("claim against an inventory with devices",
      {"claims.yaml": TEMPLATE_AND_POD, "inventory.yaml": INVENTORY},
-     ["--inventory", "inventory.yaml", "claims.yaml"], (*CEL, *ALLOCATOR), ()),
+     ["--inventory", "inventory.yaml", "claims.yaml"], (*CEL, *ALLOCATOR, *OBJECT_MODEL), ()),
 ]
 
 

@@ -3,8 +3,11 @@ selectors match (GPU models for `allowedModels`, MIG profiles for `mig.allowedPr
 
 from __future__ import annotations
 
-from policies.dra.objects import Request
-from policies.dra.pools import DraInventory
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the DRA object model loads once an input holds a claim or a class
+    from policies.dra.objects import Request
+    from policies.dra.pools import DraInventory
 
 
 def attribute_values(request: Request, inventory: DraInventory, attribute: str
