@@ -1,5 +1,5 @@
-"""Pay for what the input uses: which modules one `gpupolicy lint` run loads, in a fresh
-process. A plain Pod loads no CEL (cel_expr_python's native library and re2: ~18 MB), no DRA
+"""Pay for what the input uses: which modules one `gpupolicy` run loads, in a fresh
+process. `--help` and `--version` build no pydantic model. A plain Pod loads no CEL (cel_expr_python's native library and re2: ~18 MB), no DRA
 allocator and no DRA object model (the parsers and their ~20 dataclasses): only the small
 helpers that find a pod has no claim. A claim with a DeviceClass loads them, so the lazy path
 stays exercised."""
@@ -101,26 +101,28 @@ OBJECT_MODEL = ("policies.dra.objects", "policies.dra.pools", "policies.dra.valu
                 "policies.dra.problems", "policies.dra.reader", "policies.dra.parse_claims",
                 "policies.dra.parse_slices", "policies.dra.taint_rules", "policies.dra.extended")
 
-# (what, files to write, lint arguments, modules loaded, modules not loaded)
+# (what, files to write, command line, modules loaded, modules not loaded)
 CASES = [
-    ("plain GPU pod", {"pod.yaml": POD}, ["pod.yaml"], (), (*CEL, *ALLOCATOR, *OBJECT_MODEL)),
-    ("plain GPU pod, JSON report", {"pod.yaml": POD}, ["-o", "json", "pod.yaml"], (),
+    ("help, which needs no policy", {}, ["--help"], (), ("pydantic", "policies.model")),
+    ("version", {}, ["--version"], (), ("pydantic", "policies.model")),
+    ("plain GPU pod", {"pod.yaml": POD}, ["lint", "pod.yaml"], (), (*CEL, *ALLOCATOR, *OBJECT_MODEL)),
+    ("plain GPU pod, JSON report", {"pod.yaml": POD}, ["lint", "-o", "json", "pod.yaml"], (),
      (*CEL, *ALLOCATOR, *OBJECT_MODEL)),
     ("plain GPU pod against an inventory of nodes",
-     {"pod.yaml": POD, "nodes.yaml": NODES}, ["--inventory", "nodes.yaml", "pod.yaml"], (),
+     {"pod.yaml": POD, "nodes.yaml": NODES}, ["lint", "--inventory", "nodes.yaml", "pod.yaml"], (),
      (*CEL, *ALLOCATOR, *OBJECT_MODEL)),
     ("claim template and its class", {"claims.yaml": CLASS + "---\n" + TEMPLATE_AND_POD},
-     ["claims.yaml"], (*CEL, "policies.dra.objects", "policies.dra.parse_claims"), ()),
+     ["lint", "claims.yaml"], (*CEL, "policies.dra.objects", "policies.dra.parse_claims"), ()),
     ("claim against an inventory with devices",
      {"claims.yaml": TEMPLATE_AND_POD, "inventory.yaml": INVENTORY},
-     ["--inventory", "inventory.yaml", "claims.yaml"], (*CEL, *ALLOCATOR, *OBJECT_MODEL), ()),
+     ["lint", "--inventory", "inventory.yaml", "claims.yaml"], (*CEL, *ALLOCATOR, *OBJECT_MODEL), ()),
 ]
 
 
 def loaded_modules(tmp_path: Path, files: dict[str, str], args: list[str]) -> set[str]:
     for name, text in files.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
-    done = subprocess.run([sys.executable, "-c", RUN, "lint", *args], cwd=tmp_path,
+    done = subprocess.run([sys.executable, "-c", RUN, *args], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
     assert "Traceback" not in done.stderr, done.stderr
     line = done.stderr.rpartition("\nMODULES ")[2]
@@ -129,7 +131,7 @@ def loaded_modules(tmp_path: Path, files: dict[str, str], args: list[str]) -> se
 
 @pytest.mark.parametrize(("files", "args", "loaded", "absent"), [c[1:] for c in CASES],
                          ids=[c[0] for c in CASES])
-def test_lint_loads_what_the_input_uses(tmp_path: Path, files: dict[str, str], args: list[str],
+def test_a_run_loads_what_the_input_uses(tmp_path: Path, files: dict[str, str], args: list[str],
                                         loaded: tuple[str, ...], absent: tuple[str, ...]
                                         ) -> None:
     modules = loaded_modules(tmp_path, files, args)
