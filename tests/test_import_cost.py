@@ -1,8 +1,8 @@
-"""Pay for what the input uses: which modules one `gpupolicy` run loads, in a fresh
-process. `--help` and `--version` build no pydantic model. A plain Pod loads no CEL (cel_expr_python's native library and re2: ~18 MB), no DRA
-allocator and no DRA object model (the parsers and their ~20 dataclasses): only the small
-helpers that find a pod has no claim. A claim with a DeviceClass loads them, so the lazy path
-stays exercised."""
+"""Pay for what the input uses: which modules one `gpupolicy` run loads, in a fresh process.
+`--help` and `--version` build no pydantic model. A plain Pod loads no CEL (cel_expr_python's
+native library and re2: ~18 MB), no DRA allocator and no DRA object model (the parsers and
+their ~20 dataclasses): only the small helpers that find a pod has no claim. A claim with a
+DeviceClass loads them, so the lazy path stays exercised."""
 
 from __future__ import annotations
 
