@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from policies.dra.allocate import GroupVerdict, check_group
-from policies.dra.extended import extended_claim
-from policies.dra.objects import Claim
-from policies.dra.pools import DraInventory, NodeGroup
-from policies.dra.search import Budget
 from policies.hardware import DYNAMIC_RESOURCES, PoolVerdict, pool_verdicts
 from policies.inventory import Inventory, Pool
 from policies.view import PodView
+
+if TYPE_CHECKING:  # the allocator (and CEL) load only when a claim is to be allocated
+    from policies.dra.allocate import GroupVerdict
+    from policies.dra.objects import Claim
+    from policies.dra.pools import DraInventory, NodeGroup
+    from policies.dra.search import Budget
 
 NO_DEVICES = "no ResourceSlice publishes devices for these nodes"
 
@@ -46,6 +48,7 @@ def pod_verdicts(view: PodView, inventory: Inventory, dra: DraInventory,
 
 def _pod_verdicts(view: PodView, inventory: Inventory, dra: DraInventory,
                   allowed: Sequence[Sequence[str]]) -> list[PoolVerdict]:
+    from policies.dra.search import Budget
     claims = tuple(u.claim for u in view.demand.claims)
     budget = Budget()
     out = []
@@ -99,6 +102,8 @@ def allocation_text(verdict: GroupVerdict, claim: Claim) -> str:
 
 def claim_verdicts(claim: Claim, dra: DraInventory) -> list[GroupVerdict]:
     """A claim on its own: each node group and why it cannot allocate the claim."""
+    from policies.dra.allocate import check_group
+    from policies.dra.search import Budget
     budget = Budget()
     return [check_group((claim,), g, dra, budget) for g in dra.groups]
 
@@ -108,6 +113,7 @@ def _served_claim(dra: DraInventory, served: tuple[tuple[str, int], ...]) -> Cla
     amount asked (so that _checked's verdicts on it are kept too)."""
     if not served:
         return None
+    from policies.dra.extended import extended_claim
     return dra.remember(("served_claim", served), lambda: extended_claim(dra, dict(served)))
 
 
@@ -126,6 +132,7 @@ def _checked(claims: tuple[Claim, ...], group: NodeGroup, dra: DraInventory,
              budget: Budget) -> GroupVerdict:
     """A group's verdict on these claims, kept while the inventory lasts: the webhook's
     claims are parsed once, so the same objects come back pod after pod."""
+    from policies.dra.allocate import check_group
     key = ("checked", group.name, tuple(map(id, claims)))
     entry = dra.recall(key)
     if entry is not None and all(a is b for a, b in zip(entry[0], claims, strict=True)):

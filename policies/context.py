@@ -10,13 +10,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from policies.catalog import Catalog
-from policies.dra.objects import Claim
 from policies.inventory import Inventory
 from policies.model import GPUPolicy
 from policies.selectors import label_selector_matches
 from policies.workloads import WORKLOAD_KINDS, KindTable
+
+if TYPE_CHECKING:
+    from policies.dra.objects import Claim
 
 DEFAULT_EXCLUDED_NAMESPACES = frozenset({"kube-system"})
 _CACHED_NAMESPACES = 4096

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from policies.model import Mode
 from policies.paths import FieldPath, to_display, to_pointer
+
+if TYPE_CHECKING:  # a type only: what needs no policy (--help, --version) builds no models
+    from policies.model import Mode
 
 Severity = Literal["error", "warning", "info"]
 Level = Literal["error", "warning"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policies.claimfit import (
     allocation_text,
@@ -24,8 +24,6 @@ from policies.context import Context
 from policies.decision import Decision, Finding, Unresolved, Violation
 from policies.dra.claims import gpu_demand
 from policies.dra.demand import claim_uses, unknown_claims
-from policies.dra.parse_claims import parse_claim
-from policies.dra.pools import DraInventory
 from policies.dra.served import served_lookup, served_uses
 from policies.hardware import PoolVerdict, catalog_pools, verdicts
 from policies.model import GPUPolicy
@@ -50,6 +48,9 @@ from policies.workloads import (
     metadata_path,
     unlisted_pod_template,
 )
+
+if TYPE_CHECKING:  # the DRA object model loads only for inputs that hold DRA objects
+    from policies.dra.pools import DraInventory
 
 _MODE_RANK = {"Enforce": 0, "Warn": 1, "Audit": 2}
 CLAIM_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
@@ -114,6 +115,7 @@ def explain(
     inventory = context.inventory
     dra = judged(inventory)
     if is_claim(obj):
+        from policies.dra.parse_claims import parse_claim
         claim = parse_claim(obj)
         return [] if dra is None else [((*claim.base, "devices"), [
             PoolVerdict(f"node {v.group}", len(v.nodes), "", v.reasons,
@@ -150,6 +152,7 @@ def is_claim(obj: Mapping[str, Any]) -> bool:
 
 
 def claim_view(obj: Any, context: Context, namespace: str) -> ClaimView:
+    from policies.dra.parse_claims import parse_claim
     claim = parse_claim(obj)
     dra = context.inventory.dra if context.inventory is not None else None
     return ClaimView(claim, namespace, tuple(gpu_demand(claim, dra)))

@@ -16,13 +16,14 @@ import functools
 import math
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policies.catalog import Catalog, GPUModel
-from policies.dra.extended import offered, products
-from policies.dra.pools import DraInventory
 from policies.quantity import QuantityError, parse_quantity
 from policies.selectors import Taint
+
+if TYPE_CHECKING:  # the DRA object model loads only for an inventory that has DRA objects
+    from policies.dra.pools import DraInventory
 
 __all__ = ["PER_NODE_LABELS", "POOL_LABELS", "Inventory", "Node", "Pool", "Taint"]
 
@@ -205,6 +206,7 @@ def _served_by_dra(node: Node, dra: DraInventory, catalog: Catalog) -> Node:
     name the device plugin already lists stays the plugin's (one name is never served both
     ways on a node). A node without a product label takes its GPU model from the serving
     devices' `productName` (MIG devices carry their parent's), as GFD would label it."""
+    from policies.dra.extended import offered, products
     group = dra.group_of(node.name)
     if group is None:
         return node

@@ -6,11 +6,16 @@ already reads like the path a user typed: `spec.rules.mig.allowedProfiles[1]`.
 Numbers and booleans are strict (StrictInt, StrictBool): `maxGPUsPerPod: "8"` and
 `requireHardwareMatch: "yes"` are refused, as the CRD's `integer`/`boolean` types refuse them
 at `kubectl apply`. Each field's docstring is its description in the JSON schema and the CRD
-(`kubectl explain gpupolicy.spec.rules`).
+(`kubectl explain gpupolicy.spec.rules`), read from this file only when a schema is made:
+pydantic's `use_attribute_docstrings` would read it at every start.
 """
 
 from __future__ import annotations
 
+import ast
+import inspect
+import itertools
+import textwrap
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -34,10 +39,35 @@ KIND = "GPUPolicy"
 Mode = Literal["Enforce", "Warn", "Audit"]
 
 
+def _attribute_docstrings(cls: type[BaseModel]) -> dict[str, str]:
+    """field name -> the string literal right below its annotation in the class body."""
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
+    assert isinstance(body, ast.ClassDef)
+    found = {}
+    for statement, after in itertools.pairwise(body.body):
+        if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) \
+                and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) \
+                and isinstance(after.value.value, str):
+            found[statement.target.id] = inspect.cleandoc(after.value.value)
+    return found
+
+
+def _describe_fields(schema: dict[str, Any], cls: type[BaseModel]) -> None:
+    """Give each property of a model's JSON schema its field's docstring as description."""
+    properties = schema.get("properties", {})
+    for name, doc in _attribute_docstrings(cls).items():
+        field = cls.model_fields.get(name)
+        prop = properties.get(field.alias or name) if field else None
+        if prop is None:
+            prop = properties.get(name)
+        if prop is not None and "description" not in prop:
+            prop["description"] = doc
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(
         extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True,
-        use_attribute_docstrings=True,
+        json_schema_extra=_describe_fields,
     )
 
 
@@ -307,7 +337,7 @@ class Metadata(BaseModel):
 
     # Metadata comes from kubectl/the API server too (uid, resourceVersion, managedFields...),
     # so only `name` is checked and the rest is kept as given.
-    model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="allow", frozen=True, json_schema_extra=_describe_fields)
     name: ObjectName
     """The policy's name (a lowercase DNS subdomain)."""
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from policies.dra.claims import Demand
-from policies.dra.objects import Claim
 from policies.inventory import PRODUCT_LABELS
 from policies.paths import FieldPath
 from policies.resources import PodDemand
 from policies.shape import REQUIRED
 from policies.workloads import POD_FIELDS
+
+if TYPE_CHECKING:
+    from policies.dra.claims import Demand
+    from policies.dra.objects import Claim
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,13 +6,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from policies.dra.cel import compile_selector, evaluate
-from policies.dra.objects import Claim, DeviceClass, Request, Selector
-from policies.dra.pools import DraInventory
-from policies.dra.problems import Problem
 from policies.paths import FieldPath, to_display
+
+if TYPE_CHECKING:  # the DRA object model loads once an input holds a claim or a class
+    from policies.dra.objects import Claim, DeviceClass, Request, Selector
+    from policies.dra.pools import DraInventory
+    from policies.dra.problems import Problem
 
 GpuKind = Literal["gpu", "mig"]
 # Drivers whose devices are accelerators (reference/dra.md §5.1, §5.6).
@@ -31,6 +32,8 @@ def selector_problems(claim: Claim, classes: Mapping[str, DeviceClass] | None = 
     """Request selectors (and, given `classes`, those of the classes used) that do not compile,
     with the compiler's message: the apiserver refuses the claim for its own, the scheduler
     stops every pod on a class's."""
+    from policies.dra.cel import compile_selector  # CEL loads only for inputs with claims
+    from policies.dra.problems import Problem
     out = []
     for request in requests_of(claim):
         for selector in request.selectors:
@@ -51,6 +54,7 @@ def selector_problems(claim: Claim, classes: Mapping[str, DeviceClass] | None = 
 
 def unknown_classes(claim: Claim, classes: Mapping[str, DeviceClass]) -> list[Problem]:
     """Requests naming a DeviceClass the cluster does not have: the pod waits for it."""
+    from policies.dra.problems import Problem
     return [Problem(_class_path(r), f"{to_display(_class_path(r))}: device class "
                     f"{r.class_name} does not exist")
             for r in requests_of(claim) if r.class_name not in classes]
@@ -97,6 +101,7 @@ def gpu_demand(claim: Claim, inventory: DraInventory | None = None) -> list[Dema
 
 def gpu_kind(class_name: str, inventory: DraInventory | None = None) -> GpuKind | None:
     """The kind a bare request on the class would get (whole GPUs when it may get either)."""
+    from policies.dra.objects import Request
     bare = Request(name="", class_name=class_name, selectors=(), mode="ExactCount", count=1,
                    admin_access=False, tolerations=(), capacity={}, path=())
     kinds, _ = request_kinds(bare, inventory)
@@ -116,6 +121,7 @@ def request_kinds(request: Request, inventory: DraInventory | None
 
 def _matched_kinds(cls: DeviceClass, request: Request, inventory: DraInventory
                    ) -> tuple[frozenset[GpuKind], bool]:
+    from policies.dra.cel import compile_selector, evaluate
     selectors = (*cls.selectors, *request.selectors)
     programs = [compile_selector(s.expression) for s in selectors]
     if any(p.error for p in programs):  # dra-selector-invalid says why
@@ -138,10 +144,12 @@ def _matched_kinds(cls: DeviceClass, request: Request, inventory: DraInventory
     return _hinted_kinds(selectors), False
 
 
-_DRIVER = re.compile(r"""device\s*\.\s*driver\s*==\s*(['"])([^'"]+)\1""")
-_DOMAIN = re.compile(r"""device\s*\.\s*(?:attributes|capacity)\s*\[\s*(['"])([^'"]+)\1""")
-_TYPE = re.compile(r"""\.\s*type\s*==\s*(['"])(mig|gpu)\1""")
-_MIG_ONLY = re.compile(r"""\.\s*(?:profile|parentUUID)\b""")
+# Patterns over selector texts, compiled on first use (by `re`, which keeps them): a pod
+# without claims never needs them.
+_DRIVER = r"""device\s*\.\s*driver\s*==\s*(['"])([^'"]+)\1"""
+_DOMAIN = r"""device\s*\.\s*(?:attributes|capacity)\s*\[\s*(['"])([^'"]+)\1"""
+_TYPE = r"""\.\s*type\s*==\s*(['"])(mig|gpu)\1"""
+_MIG_ONLY = r"""\.\s*(?:profile|parentUUID)\b"""
 
 
 def _hinted_kinds(selectors: Iterable[Selector]) -> frozenset[GpuKind]:
@@ -149,11 +157,12 @@ def _hinted_kinds(selectors: Iterable[Selector]) -> frozenset[GpuKind]:
     attribute domains they name (`device.driver == 'gpu.nvidia.com'`) and the device type
     (`type == 'mig'`, a `profile`): never from the class's name."""
     texts = [s.expression for s in selectors]
-    named = {m.group(2) for t in texts for m in (*_DRIVER.finditer(t), *_DOMAIN.finditer(t))}
+    named = {m.group(2) for t in texts
+             for m in (*re.finditer(_DRIVER, t), *re.finditer(_DOMAIN, t))}
     if not named & GPU_DRIVERS:
         return frozenset()
-    types = {m.group(2) for t in texts for m in _TYPE.finditer(t)}
-    if "mig" in types or (not types and any(_MIG_ONLY.search(t) for t in texts)):
+    types = {m.group(2) for t in texts for m in re.finditer(_TYPE, t)}
+    if "mig" in types or (not types and any(re.search(_MIG_ONLY, t) for t in texts)):
         return frozenset({"mig"})
     return frozenset({"gpu"})
 
@@ -183,6 +192,7 @@ def _most_matching(request: Request, inventory: DraInventory) -> int:
     """What `allocationMode: All` takes on the node that has most: the usable devices its
     class and its own selectors match, counted once per inventory."""
     def count() -> int:
+        from policies.dra.cel import compile_selector, evaluate
         cls = inventory.classes.get(request.class_name)
         if cls is None:
             return 0
@@ -205,7 +215,7 @@ def _clip(expression: str) -> str:
     return repr(expression if len(expression) <= 120 else expression[:117] + "...")
 
 
-_ATTRIBUTE = re.compile(
+_ATTRIBUTE = (
     r"""device\s*\.\s*(attributes|capacity)\s*\[\s*(['"])([^'"]+)\2\s*\]\s*\.\s*([A-Za-z_]\w*)\b"""
     r"""(?!\s*\()""")  # a call (`.exists(k, v, ...)` on the domain's map) is not an attribute
 
@@ -213,13 +223,14 @@ _ATTRIBUTE = re.compile(
 def unknown_attributes(claim: Claim, inventory: DraInventory) -> list[Problem]:
     """Request selectors that name an attribute (or capacity) no device of the request's class
     has: they compile, and fail on every device at allocation ("no such key")."""
+    from policies.dra.problems import Problem
     out = []
     for request in requests_of(claim):
         if request.class_name not in inventory.classes:
             continue
         for selector in request.selectors:
             tested = _presence_tested(selector.expression)
-            for match in _ATTRIBUTE.finditer(selector.expression):
+            for match in re.finditer(_ATTRIBUTE, selector.expression):
                 field, domain, name = match.group(1), match.group(3), match.group(4)
                 if (field, domain, name) in tested or \
                         _class_has(request.class_name, field, f"{domain}/{name}", inventory):
@@ -231,17 +242,17 @@ def unknown_attributes(claim: Claim, inventory: DraInventory) -> list[Problem]:
     return out
 
 
-_HAS = re.compile(r"has\(\s*$")
-_IN = re.compile(r"""(['"])([A-Za-z_]\w*)\1\s+in\s+device\s*\.\s*(attributes|capacity)\s*"""
-                 r"""\[\s*(['"])([^'"]+)\4\s*\]""")
+_HAS = r"has\(\s*$"
+_IN = (r"""(['"])([A-Za-z_]\w*)\1\s+in\s+device\s*\.\s*(attributes|capacity)\s*"""
+       r"""\[\s*(['"])([^'"]+)\4\s*\]""")
 
 
 def _presence_tested(expression: str) -> set[tuple[str, str, str]]:
     """(field, domain, name) the selector tests with has() or `'name' in`: the safe presence
     tests, which never fail on a device without the attribute."""
-    found = {(m.group(1), m.group(3), m.group(4)) for m in _ATTRIBUTE.finditer(expression)
-             if _HAS.search(expression[max(0, m.start() - 16):m.start()])}
-    found |= {(m.group(3), m.group(5), m.group(2)) for m in _IN.finditer(expression)}
+    found = {(m.group(1), m.group(3), m.group(4)) for m in re.finditer(_ATTRIBUTE, expression)
+             if re.search(_HAS, expression[max(0, m.start() - 16):m.start()])}
+    found |= {(m.group(3), m.group(5), m.group(2)) for m in re.finditer(_IN, expression)}
     return found
 
 
@@ -249,6 +260,7 @@ def _class_has(class_name: str, field: str, qualified: str, inventory: DraInvent
     cls = inventory.classes[class_name]
 
     def look() -> bool:
+        from policies.dra.cel import compile_selector, evaluate
         programs = [compile_selector(s.expression) for s in cls.selectors]
         return any(
             (qualified in (device.attributes if field == "attributes" else device.capacity)

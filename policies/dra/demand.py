@@ -7,15 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policies.decision import Unresolved
 from policies.dra.claims import Demand, GpuKind, devices_of, gpu_demand
-from policies.dra.objects import Claim
-from policies.dra.pools import DraInventory
 from policies.paths import FieldPath
 
-Claims = Mapping[tuple[str, str, str], Claim]
+if TYPE_CHECKING:  # the DRA object model loads once an input holds a claim or a class
+    from policies.dra.objects import Claim
+    from policies.dra.pools import DraInventory
+
+Claims = Mapping[tuple[str, str, str], "Claim"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from policies.dra.allocate import check_group
-from policies.dra.cel import compile_selector, evaluate
 from policies.dra.objects import Claim, Device, Request, RequestSlot
 from policies.dra.pools import DraInventory, NodeGroup
 
@@ -50,6 +48,7 @@ def _serving(inventory: DraInventory, resource: str, group: NodeGroup) -> list[D
     cls = inventory.classes.get(name or "")
     if cls is None:
         return []
+    from policies.dra.cel import compile_selector, evaluate  # CEL loads once a class serves
     programs = [compile_selector(s.expression) for s in cls.selectors]
     if any(p.error for p in programs):
         return []
@@ -84,6 +83,7 @@ def extended_claim(inventory: DraInventory, amounts: Mapping[str, int]) -> Claim
 def fits_extended(inventory: DraInventory, amounts: Mapping[str, int],
                   group: NodeGroup) -> tuple[str, ...]:
     """Reasons a node of `group` cannot serve `amounts` through DRA; () when it can."""
+    from policies.dra.allocate import check_group
     claim = extended_claim(inventory, amounts)
     if claim is None:
         return tuple(f"no DeviceClass serves {r}" for r in sorted(amounts))

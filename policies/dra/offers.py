@@ -3,9 +3,11 @@ selectors match (GPU models for `allowedModels`, MIG profiles for `mig.allowedPr
 
 from __future__ import annotations
 
-from policies.dra.cel import compile_selector, evaluate
-from policies.dra.objects import Request
-from policies.dra.pools import DraInventory
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the DRA object model loads once an input holds a claim or a class
+    from policies.dra.objects import Request
+    from policies.dra.pools import DraInventory
 
 
 def attribute_values(request: Request, inventory: DraInventory, attribute: str
@@ -19,6 +21,7 @@ def attribute_values(request: Request, inventory: DraInventory, attribute: str
 
 
 def _values(request: Request, inventory: DraInventory, attribute: str) -> frozenset[str]:
+    from policies.dra.cel import compile_selector, evaluate  # only when a class is in play
     cls = inventory.classes.get(request.class_name)
     if cls is None:
         return frozenset()

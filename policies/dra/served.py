@@ -12,13 +12,16 @@ their meaning: they are counted as the device plugin's, whoever serves them on a
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from policies.dra.claims import gpu_demand, request_kinds
 from policies.dra.demand import ClaimUse
-from policies.dra.objects import Claim, Request, RequestSlot
-from policies.dra.pools import DraInventory
 from policies.paths import FieldPath
 from policies.resources import DEVICE_CLASS_PREFIX, PodDemand, Resource, classify
+
+if TYPE_CHECKING:  # the DRA object model loads once an input holds a claim or a class
+    from policies.dra.objects import Request
+    from policies.dra.pools import DraInventory
 
 SERVED = "extended-resources"  # the claim's name, as the scheduler's claim begins
 
@@ -58,6 +61,7 @@ def served_uses(found: PodDemand, dra: DraInventory | None,
                if n in named and v > 0 and v == int(v)}
     if not amounts:
         return ()
+    from policies.dra.objects import Claim, RequestSlot
     slots = []
     for name, amount in sorted(amounts.items()):
         request = _request(name, named[name].served_by, amount, path)
@@ -67,5 +71,6 @@ def served_uses(found: PodDemand, dra: DraInventory | None,
 
 
 def _request(name: str, cls: str, count: int, path: FieldPath) -> Request:
+    from policies.dra.objects import Request
     return Request(name=name, class_name=cls, selectors=(), mode="ExactCount", count=count,
                    admin_access=False, tolerations=(), capacity={}, path=path)

@@ -13,14 +13,17 @@ PASS: `exactly: {deviceClassName: gpu.nvidia.com}`; a class of that name shipped
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from policies.claimfit import judged
 from policies.context import Context
 from policies.decision import Finding
 from policies.dra.claims import requests_of
-from policies.dra.objects import Claim, Request
 from policies.model import GPUPolicy
 from policies.view import ClaimView, PodView
+
+if TYPE_CHECKING:
+    from policies.dra.objects import Claim, Request
 
 ID = "dra-device-class-unknown"
 INTRINSIC = True

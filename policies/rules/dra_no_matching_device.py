@@ -14,15 +14,18 @@ PASS: the same claim for 2
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from policies.claimfit import claim_verdicts, judged, pod_verdicts
 from policies.context import Context
 from policies.decision import Finding
-from policies.dra.allocate import GroupVerdict
 from policies.dra.claims import selector_problems, unknown_classes
 from policies.model import GPUPolicy
 from policies.rules.gpu_no_matching_hardware import message
 from policies.view import ClaimView, PodView
+
+if TYPE_CHECKING:
+    from policies.dra.allocate import GroupVerdict
 
 ID = "dra-no-matching-device"
 INTRINSIC = False

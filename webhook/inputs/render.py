@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -76,6 +75,8 @@ def _quote(path: str) -> str:
 def run(argv: list[str], what: str, *, timeout: float = TIMEOUT, limit: int = LIMIT) -> bytes:
     """The tool's standard output; RenderError when it fails, runs too long or prints too
     much (it is stopped then). Of its standard error only the end is kept."""
+    import subprocess  # ~2 ms: only a chart or overlay runs a tool (lint loads RenderError)
+
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)

@@ -15,20 +15,19 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policies import yamlpos
 from policies.catalog import Catalog
 from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
-from policies.dra.objects import Claim
-from policies.dra.parse_claims import parse_claim
-from policies.dra.pools import DraInventory
-from policies.dra.reader import unserved_dra_version
 from policies.engine import CLAIM_KINDS
 from policies.inventory import Inventory
 from policies.loading import PolicyLoadError, PolicyProblem, check_unique, parse_policies
 from policies.model import API_VERSION, KIND, GPUPolicy
 from policies.workloads import WORKLOAD_KINDS, KindTable, KindTableError, parse_kind_table
+
+if TYPE_CHECKING:  # the DRA object model loads only for inputs that hold DRA objects
+    from policies.dra.objects import Claim
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "policies"
 BUNDLED_POLICIES = PACKAGE_DIR / "defaults"
@@ -42,6 +41,8 @@ CONTEXT_KINDS = ("Namespace", "ResourceClaim", "ResourceClaimTemplate", "DeviceC
 # (ResourceClaimTemplate too: the scan looks for substrings.)
 CLUSTER_KINDS = ("Namespace", "Node", "GPUPolicy", "ResourceSlice", "DeviceClass",
                  "DeviceTaintRule", "ResourceClaim")
+# The kinds whose apiVersion must be one the apiserver serves them in (policies/dra/reader.py).
+DRA_CLUSTER_KINDS = ("ResourceSlice", "DeviceClass")
 
 
 class SourceError(ValueError):
@@ -184,9 +185,11 @@ def read_cluster_file(path: Path | str) -> ClusterObjects:
     ResourceClaims and templates pods name), all read; one with no Node is an error."""
     found = ClusterObjects()
     for obj in read_objects(path):
-        unserved = unserved_dra_version(obj)
-        if unserved:  # its devices would be lost: every claim would be judged wrongly
-            raise SourceError(f"{path}: {unserved}")
+        if obj.get("kind") in DRA_CLUSTER_KINDS:  # the DRA readers load for DRA objects only
+            from policies.dra.reader import unserved_dra_version
+            unserved = unserved_dra_version(obj)
+            if unserved:  # its devices would be lost: every claim would be judged wrongly
+                raise SourceError(f"{path}: {unserved}")
         found.add(obj)
     if not found.nodes:
         # What a failed `kubectl get nodes -o yaml > nodes.yaml` leaves: not "no nodes".
@@ -271,6 +274,7 @@ def claim_entry(obj: Mapping[str, Any], kind: str | None = None, namespace: str 
         return None
     if kind == "ResourceClaim" and generated_for_pod(meta):
         return None
+    from policies.dra.parse_claims import parse_claim
     return (kind, namespace, name), parse_claim({**obj, "kind": kind})
 
 
@@ -343,6 +347,7 @@ def inventory_of(nodes: Iterable[Mapping[str, Any]], slices: Iterable[Any],
     slices, classes = list(slices), list(classes)
     dra = None
     if slices or classes:
+        from policies.dra.pools import DraInventory
         dra = DraInventory.build(slices, classes, nodes={_name(n): labels_of(n) for n in ordered},
                                  taint_rules=taint_rules)
     return Inventory.from_nodes(ordered, catalog, dra)
