@@ -34,9 +34,21 @@ class _Loader(_Base):  # type: ignore[misc]
     the same short scalars (keys, kinds, small numbers) endlessly, so remember the answers."""
 
     def resolve(self, kind: type, value: Any, implicit: tuple[bool, bool]) -> Any:
-        if kind is yaml.ScalarNode and isinstance(value, str) and len(value) <= 64:
-            return _resolve(kind, value, implicit)
+        if kind is yaml.ScalarNode and isinstance(value, str):
+            # quoted, or plain with a first character no implicit type starts with
+            if not implicit[0] or (value and value[0] not in _IMPLICIT_STARTS and _BY_START):
+                return _STR
+            if len(value) <= 64:
+                return _resolve(kind, value, implicit)
         return _Base.resolve(self, kind, value, implicit)
+
+
+# The first characters of the plain scalars PyYAML may read as something other than a
+# string (numbers, booleans, null, timestamps, merge keys...). A resolver under None would
+# try every scalar.
+_IMPLICIT_STARTS = frozenset(k for k in _Base.yaml_implicit_resolvers if k)
+_BY_START = None not in _Base.yaml_implicit_resolvers
+
 _STR = "tag:yaml.org,2002:str"
 _MERGE = "tag:yaml.org,2002:merge"
 # An alias re-uses a node; a consumer walking the built object sees each use. Past this many

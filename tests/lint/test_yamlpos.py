@@ -126,7 +126,9 @@ def test_objects(text: str, objects: list[tuple[str | int, ...]]) -> None:
     "a: 1\n---\nb: [1, 2.5, true, null, ~, 0x1F, 2001-12-14, '3']\n",
     ANCHORS, POD_LIST, "{}\n",
     "a: &a {x: 1, y: 2}\nb: {<<: *a, y: 3}\nc: {y: 4, <<: [*a]}\nd: [*a, *a]\n",
-    "url: http://x/?a=1&b=2\nk: &k v\n*k : w\n", '{\n\t"a": {\n\t\t"b": [\n\t\t\t1\n\t\t]\n\t}\n}\n', "---\n...\n", "\ufeffa: 1\n", "a: !!binary aGk=\n",
+    "url: http://x/?a=1&b=2\nk: &k v\n*k : w\n",
+    "a: '1'\nb: \"true\"\nc: yes\nd: Off\ne: hello\nf: 1.5\ng: ~\nh: 2001-12-14\ni: .inf\n"
+    "j: -1\nk: +1\nl: 0o17\nm: ''\nn:\no: NULL\np: '~'\nq: é\n", '{\n\t"a": {\n\t\t"b": [\n\t\t\t1\n\t\t]\n\t}\n}\n', "---\n...\n", "\ufeffa: 1\n", "a: !!binary aGk=\n",
 ])
 def test_same_objects_as_pyyaml(text: str) -> None:
     expected = [d for d in yaml.load_all(text, Loader=yaml.CSafeLoader) if d is not None]
