@@ -15,6 +15,19 @@ import orjson
 
 LOGGER_NAME = "gpupolicy"
 
+# The process id in every line, read once per process: os.getpid() is a system call, and
+# the admission line is written once per request. A forked child (a gunicorn worker)
+# reads its own.
+_pid = os.getpid()
+
+
+def _reset_pid() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_reset_pid)
+
 
 class JSONFormatter(logging.Formatter):
     _second = -1
@@ -127,7 +140,7 @@ def event(logger: logging.Logger, msg: str, level: int = logging.INFO, **fields:
         if (type(handler) is LineHandler and isinstance(formatter, JSONFormatter)
                 and not handler.filters and level >= handler.level):
             handler.write(formatter.fields(time.time(), logging.getLevelName(level),
-                                           os.getpid(), msg, fields) + b"\n")
+                                           _pid, msg, fields) + b"\n")
             return
     record = logging.LogRecord(logger.name, level, "", 0, msg, None, None)
     record.fields = fields

@@ -322,7 +322,13 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
                 self._close(conn)
                 return
             got = True
+            before = len(conn.head)
             conn.head += data
+            if conn.want is None and _head_end(conn.head, before) >= 0:
+                # The head is in: what the body still needs is known from here, and the
+                # request usually came whole in this read. Reading on until the socket runs
+                # dry would cost one more recv, and an exception, per request.
+                break
         if not got:
             return
         if conn.stage == _IDLE:  # a kept-alive connection's next request begins
@@ -354,12 +360,13 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
         self._release(conn)
         self._unwait(conn)
         conn.stage = None
-        conn.sock.setblocking(True)
-        conn.sock.settimeout(IO_TIMEOUT)
         assert self.probe_pool is not None
         if conn.plain:
+            conn.sock.settimeout(IO_TIMEOUT)  # blocking, each send bounded
             self._submit(self.probe_pool, self._serve_plain, conn)
             return
+        # A TLS connection's mode is set in its thread: ThreadWorker.handle makes the socket
+        # blocking first thing, and handle_request bounds every send (IO_TIMEOUT).
         if conn.parser is None:
             conn.reader = _DeadlineReader(conn.sock)
             conn.parser = http.get_parser(self.cfg, conn.reader, conn.client)
@@ -530,9 +537,11 @@ def _open_files() -> int:
         return 64
 
 
-def _head_end(data: bytearray) -> int:
-    """Where the request head ends (after its blank line), or -1 while it is incomplete."""
-    crlf, lf = data.find(b"\r\n\r\n"), data.find(b"\n\n")
+def _head_end(data: bytearray, new: int = 0) -> int:
+    """Where the request head ends (after its blank line), or -1 while it is incomplete;
+    `new`: where the bytes not yet searched begin (a blank line may straddle it)."""
+    start = max(0, new - 3)
+    crlf, lf = data.find(b"\r\n\r\n", start), data.find(b"\n\n", start)
     ends = [at + size for at, size in ((crlf, 4), (lf, 2)) if at >= 0]
     return min(ends) if ends else -1
 
