@@ -34,6 +34,7 @@ from gunicorn import http, util
 from gunicorn import sock as gsock
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
+from webhook import logs
 from webhook.http import admission, metrics_port
 
 HANDSHAKE_TIMEOUT = 5.0  # accept → TLS handshake done
@@ -172,6 +173,7 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
             if self.probe_pool is not None:
                 self.probe_pool.shutdown(wait=False)
             metrics_port.unpublish(self.pid)
+            logs.flush()  # the admission lines still held, before gunicorn's last line
 
     def notify(self) -> None:
         super().notify()  # the heartbeat, once per loop turn: publish readiness alongside
