@@ -491,3 +491,21 @@ def test_kept_alive_requests_however_they_arrive(victim: Server, split: str) -> 
     finally:
         sock.close()
     assert time.monotonic() - started < 10
+
+
+def test_an_answer_comes_in_one_tls_record(victim: Server) -> None:
+    """Head and body in one write (webhook/http/worker.py, _OneWriteResponse): one TLS record,
+    so the client's first read holds the whole answer. gunicorn wrote the head on its own."""
+    started = time.monotonic()
+    sock = _tls(victim)
+    try:
+        sock.sendall(_review_bytes("uid-one-record"))
+        sock.settimeout(5)
+        first = sock.recv(65536)  # one TLS record at most
+    finally:
+        sock.close()
+    head, _, body = first.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))
+    assert len(body) == length and json.loads(body)["response"]["uid"] == "uid-one-record"
+    assert time.monotonic() - started < 10
