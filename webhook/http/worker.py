@@ -184,9 +184,12 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
             logs.flush()  # the admission lines still held, before gunicorn's last line
 
     def notify(self) -> None:
-        super().notify()  # the heartbeat, once per loop turn: publish readiness alongside
+        # ThreadWorker calls this once per turn of its loop, several times per request under
+        # load; the heartbeat (a utime() of the worker's file, which the master reads against
+        # its 30 s timeout) is kept to twice a second, with the readiness published alongside.
         now = time.monotonic()
         if now >= self.next_publish:
+            super().notify()
             self.next_publish = now + 0.5
             self._publish()
             if self.refresh_tls is not None:
