@@ -1,6 +1,6 @@
 """Webhook throughput: `wrk` against `gpupolicy serve` (2 gthread workers, loopback TLS,
-keep-alive), GPU-pod AdmissionReviews on /mutate and /validate, 4 connections, 5 interleaved
-rounds of 6 s each, against two baselines in the same run: a do-nothing Flask endpoint served
+keep-alive), GPU-pod AdmissionReviews on /mutate and /validate, 4 connections, 7 interleaved
+rounds of 5 s each, against two baselines in the same run: a do-nothing Flask endpoint served
 by the very same stack (bench/noop_app.py), and the same app on stock gunicorn (`-k gthread`,
 same workers, threads, TLS files and keep-alive). Then the workers' resident memory before and after
 100,000 more requests.
@@ -37,10 +37,10 @@ GPUPOLICY = [sys.executable, "-c",
 NOOP = [sys.executable, "-m", "bench.noop_app"]  # the same `serve`, a do-nothing app
 STOCK = "stock gunicorn"
 STOCK_EFFICIENCY = 0.85
-DURATION = 6
+DURATION = 5
 CONNECTIONS = 4
 RSS_REQUESTS = 100_000
-ROUNDS = 5  # CPU per request is the median over the rounds: one busy moment moves one round
+ROUNDS = 7  # CPU per request is the median over the rounds: one busy moment moves one round
 BALANCED = 0.6  # busiest worker's share of the CPU time at most this: both workers served
 
 LUA = """wrk.method = "POST"
