@@ -36,7 +36,7 @@ def main(argv: list[str]) -> int:
     from webhook.cli import run
     from webhook.commands import serve
 
-    def load(_args: Any) -> Flask:  # in each worker, instead of the webhook app
+    def load(_args: Any, _tls: Any = None) -> Flask:  # in each worker, instead of the webhook's
         return create_app()
 
     serve._load_app = load

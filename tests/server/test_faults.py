@@ -447,3 +447,65 @@ def test_a_crowd_of_silent_connections_cannot_lock_the_apiserver_out(
             sock.close()
         server.stop()
     FIGURES["admission beside 400 silent connections, 256 files"] = f"{took * 1000:.0f} ms"
+
+
+def _review_bytes(uid: str) -> bytes:
+    body = json.dumps(envelope(make_request(
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+         "spec": {"containers": [{"name": "c", "image": "i"}]}}, uid=uid))).encode()
+    return (b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body)) + body
+
+
+@pytest.mark.parametrize("split", ["one-write", "blank-line-straddled", "head-then-body"])
+def test_kept_alive_requests_however_they_arrive(victim: Server, split: str) -> None:
+    """The loop stops reading once a head is in (one recv per request, not one more to find
+    the socket dry): requests pipelined in one write, a head whose blank line straddles two
+    writes, and a body sent after its head are each answered, in order, on one connection."""
+    started = time.monotonic()
+    first, second = _review_bytes("uid-1"), _review_bytes("uid-2")
+    sock = _tls(victim)
+    try:
+        if split == "one-write":
+            sock.sendall(first + second)
+        else:
+            for request in (first, second):
+                end = request.index(b"\r\n\r\n") + (2 if split == "blank-line-straddled" else 4)
+                sock.sendall(request[:end])
+                time.sleep(0.05)  # two TLS records, most likely two reads
+                sock.sendall(request[end:])
+        sock.settimeout(5)
+        stream = sock.makefile("rb")  # one buffer for both answers: the second may be in it
+        uids = []
+        for _ in range(2):
+            status = stream.readline().split()[1]
+            length = 0
+            while (line := stream.readline()) not in (b"\r\n", b"\n", b""):
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            body = stream.read(length)
+            assert status == b"200", body
+            uids.append(json.loads(body)["response"]["uid"])
+        assert uids == ["uid-1", "uid-2"]
+    finally:
+        sock.close()
+    assert time.monotonic() - started < 10
+
+
+def test_an_answer_comes_in_one_tls_record(victim: Server) -> None:
+    """Head and body in one write (webhook/http/worker.py, _OneWriteResponse): one TLS record,
+    so the client's first read holds the whole answer. gunicorn wrote the head on its own."""
+    started = time.monotonic()
+    sock = _tls(victim)
+    try:
+        sock.sendall(_review_bytes("uid-one-record"))
+        sock.settimeout(5)
+        first = sock.recv(65536)  # one TLS record at most
+    finally:
+        sock.close()
+    head, _, body = first.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))
+    assert len(body) == length and json.loads(body)["response"]["uid"] == "uid-one-record"
+    assert time.monotonic() - started < 10

@@ -32,8 +32,10 @@ from typing import Any
 
 from gunicorn import http, util
 from gunicorn import sock as gsock
+from gunicorn.http import wsgi
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
+from webhook import logs
 from webhook.http import admission, metrics_port
 
 HANDSHAKE_TIMEOUT = 5.0  # accept → TLS handshake done
@@ -70,24 +72,30 @@ class _DeadlineReader:
     def __init__(self, sock: Any) -> None:
         self.sock = sock
         self.deadline = float("inf")
+        self.timeout: float | None = None  # the parser's own bound on reads, when `own`
+        self.own = False
 
     def recv(self, size: int) -> bytes:
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
             raise TimeoutError("the request was not received in time")
         prior = self.sock.gettimeout()
-        self.sock.settimeout(remaining if prior is None else min(prior, remaining))
+        wanted = self.timeout if self.own else prior
+        self.sock.settimeout(remaining if wanted is None else min(wanted, remaining))
         try:
             return bytes(self.sock.recv(size))
         finally:
             self.sock.settimeout(prior)
 
-    # finish_body (the drain before keep-alive) bounds its reads through these.
+    # finish_body (the drain before keep-alive) bounds its reads through these. The bound is
+    # kept here and applied by recv, which sets the socket's timeout anyway: the drain almost
+    # always finds the body read already, and setting it on the socket (then back) cost two
+    # system calls per request, for no read.
     def gettimeout(self) -> float | None:
-        return self.sock.gettimeout()  # type: ignore[no-any-return]
+        return self.timeout if self.own else self.sock.gettimeout()
 
     def settimeout(self, value: float | None) -> None:
-        self.sock.settimeout(value)
+        self.timeout, self.own = value, value != self.sock.gettimeout()
 
 
 class Conn(TConn):  # type: ignore[misc]
@@ -140,6 +148,7 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
         # chunk…) with an HTML page through this one function; every other error of the
         # webhook is one line of JSON, so this one is too.
         util.write_error = _write_json_error
+        wsgi.Response = _OneWriteResponse  # what wsgi.create() builds, looked up per request
         super().init_process()
 
     def load_wsgi(self) -> None:
@@ -172,11 +181,15 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
             if self.probe_pool is not None:
                 self.probe_pool.shutdown(wait=False)
             metrics_port.unpublish(self.pid)
+            logs.flush()  # the admission lines still held, before gunicorn's last line
 
     def notify(self) -> None:
-        super().notify()  # the heartbeat, once per loop turn: publish readiness alongside
+        # ThreadWorker calls this once per turn of its loop, several times per request under
+        # load; the heartbeat (a utime() of the worker's file, which the master reads against
+        # its 30 s timeout) is kept to twice a second, with the readiness published alongside.
         now = time.monotonic()
         if now >= self.next_publish:
+            super().notify()
             self.next_publish = now + 0.5
             self._publish()
             if self.refresh_tls is not None:
@@ -322,7 +335,13 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
                 self._close(conn)
                 return
             got = True
+            before = len(conn.head)
             conn.head += data
+            if conn.want is None and _head_end(conn.head, before) >= 0:
+                # The head is in: what the body still needs is known from here, and the
+                # request usually came whole in this read. Reading on until the socket runs
+                # dry would cost one more recv, and an exception, per request.
+                break
         if not got:
             return
         if conn.stage == _IDLE:  # a kept-alive connection's next request begins
@@ -354,12 +373,13 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
         self._release(conn)
         self._unwait(conn)
         conn.stage = None
-        conn.sock.setblocking(True)
-        conn.sock.settimeout(IO_TIMEOUT)
         assert self.probe_pool is not None
         if conn.plain:
+            conn.sock.settimeout(IO_TIMEOUT)  # blocking, each send bounded
             self._submit(self.probe_pool, self._serve_plain, conn)
             return
+        # A TLS connection's mode is set in its thread: ThreadWorker.handle makes the socket
+        # blocking first thing, and handle_request bounds every send (IO_TIMEOUT).
         if conn.parser is None:
             conn.reader = _DeadlineReader(conn.sock)
             conn.parser = http.get_parser(self.cfg, conn.reader, conn.client)
@@ -530,9 +550,11 @@ def _open_files() -> int:
         return 64
 
 
-def _head_end(data: bytearray) -> int:
-    """Where the request head ends (after its blank line), or -1 while it is incomplete."""
-    crlf, lf = data.find(b"\r\n\r\n"), data.find(b"\n\n")
+def _head_end(data: bytearray, new: int = 0) -> int:
+    """Where the request head ends (after its blank line), or -1 while it is incomplete;
+    `new`: where the bytes not yet searched begin (a blank line may straddle it)."""
+    start = max(0, new - 3)
+    crlf, lf = data.find(b"\r\n\r\n", start), data.find(b"\n\n", start)
     ends = [at + size for at, size in ((crlf, 4), (lf, 2)) if at >= 0]
     return min(ends) if ends else -1
 
@@ -561,6 +583,58 @@ def _is_probe(head: bytearray) -> bool:
     parts = line.split(b" ")
     return (len(parts) == 3 and parts[0] in (b"GET", b"HEAD")
             and parts[1].split(b"?", 1)[0] in PROBE_PATHS)
+
+
+class _Collect:
+    """Stands in for the socket while gunicorn writes the response head."""
+
+    def __init__(self) -> None:
+        self.data = b""
+
+    def sendall(self, data: bytes) -> None:
+        self.data += data
+
+
+class _OneWriteResponse(wsgi.Response):  # type: ignore[misc]
+    """The head and the first piece of the body in one write: gunicorn writes the head on its
+    own first, which for an admission answer (one piece) made two TLS records, two send system
+    calls and two waits for the socket to take them (a send with a deadline polls first)."""
+
+    sock: Any
+    _deferring = False
+    _head = b""
+
+    def write(self, arg: bytes) -> None:
+        if self.headers_sent or self.chunked:
+            super().write(arg)
+            return
+        self._deferring = True
+        try:
+            super().write(arg)  # send_headers() keeps the head, _emit_body() sends both
+        finally:
+            self._deferring = False
+            self._send_head()  # no body went out (HEAD, 204, nothing left): the head alone
+
+    def send_headers(self) -> None:
+        if not self._deferring or self.headers_sent:
+            super().send_headers()
+            return
+        sock, self.sock = self.sock, _Collect()
+        try:
+            super().send_headers()
+        finally:
+            collected, self.sock = self.sock, sock
+        self._head = collected.data
+
+    def _emit_body(self, data: bytes) -> None:
+        if self._head:
+            data, self._head = self._head + data, b""
+        super()._emit_body(data)
+
+    def _send_head(self) -> None:
+        if self._head:
+            head, self._head = self._head, b""
+            util.write(self.sock, head)
 
 
 def _write_json_error(sock: Any, status_int: int, reason: str, mesg: str) -> None:
