@@ -148,7 +148,9 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
         # chunk…) with an HTML page through this one function; every other error of the
         # webhook is one line of JSON, so this one is too.
         util.write_error = _write_json_error
-        wsgi.Response = _OneWriteResponse  # what wsgi.create() builds, looked up per request
+        if hasattr(wsgi.Response, "_emit_body"):  # gunicorn >= 27 sends the body through it;
+            # before, the body went out on its own and the held head would follow it
+            wsgi.Response = _OneWriteResponse  # what wsgi.create() builds, per request
         super().init_process()
 
     def load_wsgi(self) -> None:
