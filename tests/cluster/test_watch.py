@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -212,7 +213,11 @@ def test_api_server_gone_keeps_last_state_and_reports_staleness(api_server, clie
         assert state.context.namespace_labels("team-a")["tier"] == "gpu"
         assert cluster.staleness() >= 1.0
         api_server.start()
-        wait_for(lambda: cluster.staleness() < 1.0)
+        restarted = time.monotonic()
+        # each cache has heard from the server since it came back; an open watch confirms
+        # nothing, so under load they need not all be fresh in the same second
+        wait_for(lambda: all(c.staleness() < time.monotonic() - restarted
+                             for c in cluster.caches))
         # each cache clears its error when it lists again: not all in the same instant
         wait_for(lambda: state.errors == {})
     finally:
