@@ -96,6 +96,9 @@ spec:
 """
 
 CEL = ("cel_expr_python", "re2", "policies.dra.cel", "policies.dra.cel_library")
+# cel-cpp's strings, optionals and bindings: one shared library each, loaded on first need
+CEL_EXTENSIONS = ("cel_expr_python.ext.ext_strings", "cel_expr_python.ext.ext_optional",
+                  "cel_expr_python.ext.ext_bindings")
 ALLOCATOR = ("policies.dra.allocate", "policies.dra.search")
 OBJECT_MODEL = ("policies.dra.objects", "policies.dra.pools", "policies.dra.values",
                 "policies.dra.problems", "policies.dra.reader", "policies.dra.parse_claims",
@@ -112,7 +115,11 @@ CASES = [
      {"pod.yaml": POD, "nodes.yaml": NODES}, ["lint", "--inventory", "nodes.yaml", "pod.yaml"], (),
      (*CEL, *ALLOCATOR, *OBJECT_MODEL)),
     ("claim template and its class", {"claims.yaml": CLASS + "---\n" + TEMPLATE_AND_POD},
-     ["lint", "claims.yaml"], (*CEL, "policies.dra.objects", "policies.dra.parse_claims"), ()),
+     ["lint", "claims.yaml"], (*CEL, "policies.dra.objects", "policies.dra.parse_claims"),
+     CEL_EXTENSIONS),
+    ("a selector that uses the strings extension",
+     {"claims.yaml": CLASS + "---\n" + TEMPLATE_AND_POD.replace(".type ==", ".type.lowerAscii() ==")},
+     ["lint", "claims.yaml"], (*CEL, *CEL_EXTENSIONS), ()),
     ("claim against an inventory with devices",
      {"claims.yaml": TEMPLATE_AND_POD, "inventory.yaml": INVENTORY},
      ["lint", "--inventory", "inventory.yaml", "claims.yaml"], (*CEL, *ALLOCATOR, *OBJECT_MODEL), ()),

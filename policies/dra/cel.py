@@ -25,7 +25,6 @@ from functools import lru_cache
 from typing import Any
 
 from cel_expr_python import cel
-from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
 from policies.dra import cel_library
 from policies.dra.cel_cost import CEL_SELECTOR_MAX_COST, cost
@@ -130,7 +129,7 @@ def _part(index: int) -> Callable[[Any], int]:
     return get
 
 
-def _env() -> Any:
+def _env(extended: bool) -> Any:
     t = cel.Type
     box = t.Map(t.STRING, t.DYN)
 
@@ -187,23 +186,44 @@ def _env() -> Any:
     config = cel.NewEnvConfigFromYaml(
         "name: dra-selectors\nextensions:\n- name: sets\n- name: lists\n"
         "- name: two-var-comprehensions\n")
+    extensions = []
+    if extended:
+        from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
+        extensions = [ext_bindings.ExtBindings(), ext_strings.ExtStrings(),
+                      ext_optional.ExtOptional()]
     return cel.NewEnv(
         config=config,
         variables={"device": t.DYN},
-        extensions=[ext_bindings.ExtBindings(), ext_strings.ExtStrings(),
-                    ext_optional.ExtOptional()],
+        extensions=extensions,
         functions=[*functions, *cel_library.functions()],
     )
 
 
-_ENV: Any = None
+# cel-cpp ships each of these extensions as a shared library of its own (5-7 MB, about 8 MB
+# resident for the three): a selector that names none of their functions, macros or syntax
+# (`?` of optionals) compiles the same without them, so they load when one does, or when an
+# expression fails without them (its message is then the full environment's, as Kubernetes').
+_EXTENSION_WORDS = re.compile(
+    r"\?|\b(?:bind|charAt|indexOf|lastIndexOf|lowerAscii|upperAscii|replace|split|join|"
+    r"substring|trim|format|quote|reverse|optional|of|ofNonZeroValue|none|hasValue|value|"
+    r"orValue|or|optMap|optFlatMap|unwrapOpt)\b")
+_ENVS: dict[bool, Any] = {}
 
 
-def _environment() -> Any:
-    global _ENV
-    if _ENV is None:
-        _ENV = _env()
-    return _ENV
+def _environment(extended: bool) -> Any:
+    env = _ENVS.get(extended)
+    if env is None:
+        env = _ENVS[extended] = _env(extended)
+    return env
+
+
+def _compile(expression: str) -> Any:
+    if _EXTENSION_WORDS.search(expression) is None:
+        try:
+            return _environment(False).compile(expression)
+        except Exception:
+            pass  # judged again with the extensions, whose absence may be the reason
+    return _environment(True).compile(expression)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +249,7 @@ def compile_selector(expression: str) -> Program:
     if unknown:
         return Program(expression, None, unknown, domains)
     try:
-        compiled = _environment().compile(expression)
+        compiled = _compile(expression)
         returned = compiled.return_type()
     except Exception as exc:
         text = str(exc)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from bench.bench_dra import CLAIM, GPU_CLASS, slices
@@ -140,6 +142,42 @@ def test_nesting_past_the_engine_is_unsupported_not_invalid() -> None:
 def test_too_long_is_not_compiled() -> None:
     program = cel.compile_selector("true && " * 2000 + "true")
     assert program.error.startswith("Too long")
+
+
+# Expressions beside TABLE's that name an extension's word, use `?`, or fail without one.
+WITHOUT_EXTENSIONS = [
+    "device.driver.reverse() == 'moc.aidivn.upg'",  # strings' reverse, not lists'
+    "device.driver.reverse()",  # lists' alone: list, not bool; with strings': dyn, admitted
+    "[1, 2].reverse() == [2, 1]",
+    "device.driver == 'a' ? true : false",
+    "'what?' == device.driver",
+    "cel.bind(d, device.driver, d == 'gpu.nvidia.com')",
+    "optional.of(1).hasValue()",
+    "device.attributes['gpu.nvidia.com'][?'profile'].orValue('') == ''",
+    "device.driver.format([]) == device.driver",
+    "device.driver.indexOf('.') > 0 && device.driver.charAt(0) == 'g'",
+    "device.driver.trim().substring(1) == 'pu.nvidia.com'",
+    "'a,b'.split(',').join('-') == 'a-b'",
+    "strings.quote(device.driver) != ''",
+    "device.driver.replace('.', '/') == device.driver",
+    "device.driver.sets() == 1",
+]
+
+
+@pytest.mark.parametrize("expression", [t[0] for t in TABLE] + WITHOUT_EXTENSIONS)
+def test_judged_as_with_every_extension_loaded(monkeypatch: pytest.MonkeyPatch,
+                                               expression: str) -> None:
+    """cel-cpp's extension libraries load only for an expression that names one of their
+    words: every verdict must be the one the full environment gives."""
+    def judged() -> tuple[object, ...]:
+        cel.compile_selector.cache_clear()
+        program = cel.compile_selector(expression)
+        returned = program.compiled.return_type().name() if program.compiled else None
+        return program.error, program.unsupported, program.cost, returned
+
+    lazy = judged()
+    monkeypatch.setattr(cel, "_EXTENSION_WORDS", re.compile(""))  # every expression
+    assert lazy == judged()
 
 
 def test_compiled_once_per_distinct_expression() -> None:
