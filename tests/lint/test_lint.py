@@ -16,6 +16,7 @@ import pytest
 
 from tests.lint import sarif_rules
 from tests.lint.helpers import GOLDEN, HERE, MANIFESTS, POLICIES, ROOT, gpupolicy, gpupolicy_process
+from webhook.commands import lint
 from webhook.output.report import FORMATS, ReportFinding, render
 
 # file, line, column, rule, severity, policy: what the fixture manifests must give.
@@ -204,6 +205,22 @@ def test_namespace_documents_among_inputs_drive_selectors() -> None:
                      "namespaces.yaml", cwd=MANIFESTS)
     assert json.loads(alone.out)["findings"] == []
     assert [f["rule"] for f in json.loads(both.out)["findings"]] == ["gpu-max-per-container"]
+
+
+@pytest.mark.parametrize("keep", [lint.KEEP_BYTES, 0])
+def test_a_file_read_ahead_is_linted_as_read_again(keep: int, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file holding a Namespace is read ahead for its labels; that reading is kept for its
+    lint (up to KEEP_BYTES) or read again: the report is the same either way."""
+    text = ((MANIFESTS / "namespaces.yaml").read_text() + "---\n"
+            + (MANIFESTS / "research.yml").read_text())
+    (tmp_path / "both.yaml").write_text(text)
+    monkeypatch.setattr(lint, "KEEP_BYTES", keep)
+    run = gpupolicy("lint", "--policies", str(POLICIES), "--format", "json", "both.yaml",
+                    cwd=tmp_path)
+    offset = (MANIFESTS / "namespaces.yaml").read_text().count("\n") + 1
+    assert [(f["rule"], f["line"], f["column"]) for f in json.loads(run.out)["findings"]] == [
+        ("gpu-max-per-container", 15 + offset, 13)]
 
 
 def test_namespace_option_and_stdin() -> None:
