@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -221,6 +222,21 @@ def test_a_file_read_ahead_is_linted_as_read_again(keep: int, tmp_path: Path,
     offset = (MANIFESTS / "namespaces.yaml").read_text().count("\n") + 1
     assert [(f["rule"], f["line"], f["column"]) for f in json.loads(run.out)["findings"]] == [
         ("gpu-max-per-container", 15 + offset, 13)]
+
+
+def test_the_heap_is_frozen_only_while_files_are_linted() -> None:
+    """Collection leaves the long-lived objects alone during the lint, then is as it was."""
+    seen = []
+    with lint.heap_frozen():
+        seen.append(gc.get_freeze_count())
+    assert seen[0] > 0 and gc.get_freeze_count() == 0 and gc.isenabled()
+    gc.disable()  # a caller that manages collection itself is left to it
+    try:
+        with lint.heap_frozen():
+            seen.append(gc.get_freeze_count())
+    finally:
+        gc.enable()
+    assert seen[1] == 0
 
 
 def test_namespace_option_and_stdin() -> None:
