@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import gc
 import itertools
 import os
@@ -20,6 +21,7 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISDIR, S_ISREG
 from typing import TYPE_CHECKING, Any, TextIO
 
 from policies import yamlpos
@@ -265,11 +267,11 @@ def collect(paths: Sequence[str], *, stdin_name: str, exclude: Sequence[str] = (
     seen: set[Path] = set()  # charts and overlays rendered once
     files: set[tuple[int, int] | str] = set()  # a file named twice (or in a named folder)
 
-    def add(name: str) -> None:
+    def add(name: str, st: os.stat_result | None = None) -> None:
         # One stat a file, where resolving its path would lstat every folder above it: the
         # same file is the same device and inode, whatever path or link names it.
         try:
-            st = os.stat(name)
+            st = st or os.stat(name)
             key: tuple[int, int] | str = (st.st_dev, st.st_ino)
         except OSError:  # missing, or a symlink loop: reading it will say so
             key = os.path.abspath(name)
@@ -282,16 +284,18 @@ def collect(paths: Sequence[str], *, stdin_name: str, exclude: Sequence[str] = (
             if not any(name == stdin_name for name, _ in out.inputs):
                 out.inputs.append((stdin_name, sys.stdin.buffer.read()))
             continue
-        p = Path(path)
-        inside = discover.enclosing(p) if render and p.exists() else None
-        if inside is not None and (p.is_file() or inside.path.resolve() != p.resolve()):
-            if inside.path.resolve() not in seen:  # part of a chart or overlay: render it whole
-                seen.add(inside.path.resolve())
-                out.targets.append(inside)
-                out.notes.append(f"{path}: part of {inside.path}, rendered whole")
-            continue
-        if p.is_dir():
-            found = discover.walk(p, exclude=exclude, render=render)
+        if render:
+            p = Path(path)
+            inside = discover.enclosing(p) if p.exists() else None
+            if inside is not None and (p.is_file() or inside.path.resolve() != p.resolve()):
+                if inside.path.resolve() not in seen:  # in a chart or overlay: render it whole
+                    seen.add(inside.path.resolve())
+                    out.targets.append(inside)
+                    out.notes.append(f"{path}: part of {inside.path}, rendered whole")
+                continue
+        st = _stat(path)  # one stat says folder, file or neither (pre-commit names 1000s)
+        if st is not None and S_ISDIR(st.st_mode):
+            found = discover.walk(Path(path), exclude=exclude, render=render)
             for file in found.files:
                 add(str(file))
             for target in found.targets:
@@ -299,14 +303,27 @@ def collect(paths: Sequence[str], *, stdin_name: str, exclude: Sequence[str] = (
                     seen.add(target.path.resolve())
                     out.targets.append(target)
             out.notes += found.notes
-        elif p.is_file() or p.is_symlink():
-            add(path)
+        elif (st is not None and S_ISREG(st.st_mode)) or os.path.islink(path):
+            add(path, st)
         else:
             raise UsageError(f"{path}: no such file or directory")
     if not out.inputs and not out.targets:
         raise UsageError(f"no manifests (*.yaml, *.yml, *.json) in {', '.join(paths)}: "
                          "nothing was linted")
     return out
+
+
+def _stat(path: str) -> os.stat_result | None:
+    """The path's stat, None when it is missing or unusable (as Path.is_dir and is_file
+    answer False: other errors are raised as they are)."""
+    try:
+        return os.stat(path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+            return None
+        raise
+    except ValueError:  # a NUL in the path
+        return None
 
 
 def cluster_documents(
@@ -376,7 +393,6 @@ def lint_stream(
             result.documents += 1
             origin = overlay.take(obj) if overlay is not None else None
             ns = namespace_of(obj, namespace)
-            label = object_label(obj, ns)
             here: list[ReportFinding] = []
             paths: list[FieldPath | None] = []
             try:
@@ -385,18 +401,22 @@ def lint_stream(
                 line, column = doc.position(prefix)
                 here.append(ReportFinding(
                     rule=ENGINE_ERROR, severity="error", file=name, line=line, column=column,
-                    message=f"engine failed: {type(exc).__name__}: {exc}", object=label,
-                    document=doc.index,
+                    message=f"engine failed: {type(exc).__name__}: {exc}",
+                    object=object_label(obj, ns), document=doc.index,
                 ))
                 paths.append(None)
                 decision = None
             if decision is not None:
-                where = f"{name}: document {doc.index} (line {doc.line})"
-                if decision.skipped:
-                    result.notes.append(f"{where}: skipped, {decision.skipped}")
-                unresolved = {u.note for u in decision.unresolved}  # said as findings below
-                result.notes += [f"{where}: {note}" for note in decision.notes
-                                 if note not in unresolved]
+                if decision.skipped or decision.notes:
+                    where = f"{name}: document {doc.index} (line {doc.line})"
+                    if decision.skipped:
+                        result.notes.append(f"{where}: skipped, {decision.skipped}")
+                    unresolved = {u.note for u in decision.unresolved}  # said as findings
+                    result.notes += [f"{where}: {note}" for note in decision.notes
+                                     if note not in unresolved]
+                # the object's name, for the findings it has (most objects have none)
+                label = (object_label(obj, ns) if decision.violations or decision.unresolved
+                         or (decision.ops and show_mutations) else "")
                 for v in decision.violations:
                     line, column = doc.position((*prefix, *v.path))
                     here.append(ReportFinding(
