@@ -208,20 +208,22 @@ def test_namespace_documents_among_inputs_drive_selectors() -> None:
     assert [f["rule"] for f in json.loads(both.out)["findings"]] == ["gpu-max-per-container"]
 
 
-@pytest.mark.parametrize("keep", [lint.KEEP_BYTES, 0])
-def test_a_file_read_ahead_is_linted_as_read_again(keep: int, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """A file holding a Namespace is read ahead for its labels; that reading is kept for its
-    lint (up to KEEP_BYTES) or read again: the report is the same either way."""
-    text = ((MANIFESTS / "namespaces.yaml").read_text() + "---\n"
-            + (MANIFESTS / "research.yml").read_text())
-    (tmp_path / "both.yaml").write_text(text)
-    monkeypatch.setattr(lint, "KEEP_BYTES", keep)
-    run = gpupolicy("lint", "--policies", str(POLICIES), "--format", "json", "both.yaml",
-                    cwd=tmp_path)
-    offset = (MANIFESTS / "namespaces.yaml").read_text().count("\n") + 1
-    assert [(f["rule"], f["line"], f["column"]) for f in json.loads(run.out)["findings"]] == [
-        ("gpu-max-per-container", 15 + offset, 13)]
+@pytest.mark.parametrize(("text", "read"), [
+    (b"kind: Namespace\n", True),
+    (b'{"kind": "ResourceClaimTemplate"}', True),
+    (b"items:\n- {kind: 'DeviceClass'}\n", True),
+    (b"spec:\n  targetNamespace: ml\n  NamespaceSelector: {}\n", False),
+    (b"kind: Deployment\n", False),
+])
+def test_only_files_naming_a_cluster_kind_are_read_ahead(text: bytes, read: bool,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The files read before the lint, for Namespace labels and DRA claims and classes, are
+    those that name such a kind as a word; a longer name that holds one is not a reason."""
+    seen: list[bytes] = []
+    real = lint.yamlpos.iter_stream
+    monkeypatch.setattr(lint.yamlpos, "iter_stream", lambda raw: seen.append(raw) or real(raw))
+    lint.documents_among([("x.yaml", text)])
+    assert seen == ([text] if read else [])
 
 
 def test_the_heap_is_frozen_only_while_files_are_linted() -> None:

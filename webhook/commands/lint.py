@@ -15,8 +15,8 @@ import argparse
 import contextlib
 import errno
 import gc
-import itertools
 import os
+import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -38,13 +38,13 @@ if TYPE_CHECKING:
     from webhook.output import kustomize
 
 STDIN = "-"
-# The bytes of the files read ahead for the cluster's objects whose reading is kept for the
-# lint (about 30 times that in memory); more are read again.
-KEEP_BYTES = 256 * 1024
-# What the files holding a CONTEXT_KINDS document contain (ResourceClaimTemplate is found by
-# ResourceClaim): a file without any is not read ahead.
+# What the files holding a CONTEXT_KINDS document contain: a file without one of these strings
+# (ResourceClaimTemplate is found by ResourceClaim) is not read ahead, nor one where they are
+# only part of a longer name (`targetNamespace`, `NamespaceSelector`).
 _CONTEXT_MARKS = tuple(kind.encode() for kind in sources.CONTEXT_KINDS
                        if not any(k != kind and k in kind for k in sources.CONTEXT_KINDS))
+_CONTEXT_WORD = re.compile(rb"(?<![\w-])(?:%s)(?![\w-])" % b"|".join(
+    re.escape(kind.encode()) for kind in sources.CONTEXT_KINDS))
 # apiVersion groups of files that build manifests rather than being ones
 BUILD_API_GROUPS = ("kustomize.config.k8s.io/", "config.kubernetes.io/")
 
@@ -141,21 +141,18 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         except RenderError as exc:  # one line per chart or overlay, never its raw templates
             stderr.write(f"gpupolicy lint: {target.path}: {exc}\n")
             unreadable = True
-    read_ahead: dict[int, list[yamlpos.Document | yamlpos.SyntaxProblem]] = {}
     try:
-        context, _ = sources.build_context(args, sources.context_objects(itertools.chain(
-            cluster_documents(loaded, keep=read_ahead),
-            cluster_documents([(str(t.path), raw) for t, raw, _ in rendered])), args.namespace))
+        context, _ = sources.build_context(args, documents_among(
+            [*loaded, *((str(t.path), raw) for t, raw, _ in rendered)], args.namespace))
     except (sources.SourceError, PolicyLoadError) as exc:
         stderr.write(f"gpupolicy lint: {exc}\n")
         return 2
     result = Result(notes=list(collected.notes))
     with heap_frozen():  # what lives on (imports, context) is not walked again
-        for i, (name, raw) in enumerate(loaded):
+        for name, raw in loaded:
             # one document at a time: a stream of 100k documents is linted in constant memory
             start = len(result.findings)
-            stream = read_ahead.pop(i) if i in read_ahead else yamlpos.iter_stream(raw)
-            lint_stream(name, stream, context, result, namespace=args.namespace,
+            lint_stream(name, yamlpos.iter_stream(raw), context, result, namespace=args.namespace,
                         show_mutations=args.show_mutations and not args.fix,
                         skip_non_manifest=name != args.stdin_filename)
             placed = helm.Sources(raw)
@@ -326,29 +323,16 @@ def _stat(path: str) -> os.stat_result | None:
         return None
 
 
-def cluster_documents(
-    loaded: list[tuple[str, bytes]],
-    keep: dict[int, list[yamlpos.Document | yamlpos.SyntaxProblem]] | None = None,
-) -> Iterator[dict[str, Any]]:
-    """The objects of the inputs that can describe the cluster (sources.CONTEXT_KINDS, for
-    sources.context_objects): only files that hold one of those names are read ahead of the
-    rest. With `keep`, the reading of the first KEEP_BYTES of such files is kept there by
-    index in `loaded`, for the lint that follows to use rather than read them twice (the
-    lint of a file does not change its objects); larger ones are streamed, never held."""
-    budget = KEEP_BYTES if keep is not None else 0
-    for i, (_, raw) in enumerate(loaded):
-        if not any(m in raw for m in _CONTEXT_MARKS):
-            continue
-        items: Iterable[yamlpos.Document | yamlpos.SyntaxProblem]
-        if keep is not None and len(raw) <= budget:
-            budget -= len(raw)
-            items = keep[i] = list(yamlpos.iter_stream(raw))
-        else:
-            items = yamlpos.iter_stream(raw)
-        for doc in items:
-            if isinstance(doc, yamlpos.Document):
-                for _, obj in doc.objects():
-                    yield obj
+def documents_among(loaded: list[tuple[str, bytes]], namespace: str | None = None
+                    ) -> sources.ClusterObjects:
+    """The documents of the inputs that describe the cluster (sources.CONTEXT_KINDS); only
+    files that can hold one are read ahead of the rest. A claim that names no namespace is
+    in `namespace` (--namespace), as the workloads beside it are."""
+    return sources.context_objects((  # streamed: a large dump is never held whole
+        obj for _, raw in loaded
+        if any(m in raw for m in _CONTEXT_MARKS) and _CONTEXT_WORD.search(raw)
+        for doc in yamlpos.iter_stream(raw) if isinstance(doc, yamlpos.Document)
+        for _, obj in doc.objects()), namespace)
 
 
 def lint_stream(
