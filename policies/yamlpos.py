@@ -65,6 +65,7 @@ _SCALAR_NODE, _SEQUENCE_NODE, _MAPPING_NODE = yaml.ScalarNode, yaml.SequenceNode
 
 _STR = "tag:yaml.org,2002:str"
 _SEQ = "tag:yaml.org,2002:seq"
+_INT = "tag:yaml.org,2002:int"
 _MAP = "tag:yaml.org,2002:map"
 _MERGE = "tag:yaml.org,2002:merge"
 # An alias re-uses a node; a consumer walking the built object sees each use. Past this many
@@ -343,12 +344,15 @@ class _Builder:
         return self.mapping(node, depth)
 
     def scalar(self, node: yaml.Node) -> Any:
-        if node.tag == _STR:
-            return node.value
-        construct = self.loader.yaml_constructors.get(node.tag)
+        tag, value = node.tag, node.value
+        if tag == _STR:
+            return value
+        construct = self.loader.yaml_constructors.get(tag)
         if construct is None:
-            raise self.refuse(SYNTAX, f"unknown tag {node.tag!r}", node)
+            raise self.refuse(SYNTAX, f"unknown tag {tag!r}", node)
         try:
+            if tag == _INT and value.isdigit() and value.isascii() and value[0] != "0":
+                return int(value)  # a plain decimal (ports, replicas): as PyYAML reads it
             return construct(self.loader, node)
         except (yaml.YAMLError, ValueError, OverflowError) as exc:
             raise self.refuse(SYNTAX, f"bad {node.tag.rsplit(':', 1)[-1]} value: {exc}",
