@@ -229,9 +229,11 @@ def test_only_files_naming_a_cluster_kind_are_read_ahead(text: bytes, read: bool
 def test_the_heap_is_frozen_only_while_files_are_linted() -> None:
     """Collection leaves the long-lived objects alone during the lint, then is as it was."""
     seen = []
+    thresholds = gc.get_threshold()
     with lint.heap_frozen():
         seen.append(gc.get_freeze_count())
     assert seen[0] > 0 and gc.get_freeze_count() == 0 and gc.isenabled()
+    assert gc.get_threshold() == thresholds
     gc.disable()  # a caller that manages collection itself is left to it
     try:
         with lint.heap_frozen():

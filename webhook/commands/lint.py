@@ -155,7 +155,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             lint_stream(name, yamlpos.iter_stream(raw), context, result, namespace=args.namespace,
                         show_mutations=args.show_mutations and not args.fix,
                         skip_non_manifest=name != args.stdin_filename)
-            placed = helm.Sources(raw)
+            placed = helm.rendered(raw)
             if placed:  # Helm output: point at the chart's template files
                 result.findings[start:] = helm.place_all(result.findings[start:], placed)
                 # the files checked are the templates (JUnit: no empty suite for the stream)
@@ -189,15 +189,20 @@ def heap_frozen() -> Iterator[None]:
     """The objects alive now left out of garbage collection while the block runs. Reading
     makes many objects that live until their file is done, so collections run often, and
     each older-generation one walked every object the imports and the context made (a
-    tenth of the corpus lint). Young objects are still collected as before; nothing is
-    done when something else froze the heap or turned collection off."""
+    tenth of the corpus lint). Young objects are still collected, less often; all is as it
+    was after the block. Nothing is done when something else froze the heap or turned
+    collection off."""
     if gc.get_freeze_count() or not gc.isenabled():
         yield
         return
+    thresholds = gc.get_threshold()
     gc.freeze()
+    # and the young ones less often: most of what reading makes is freed by reference count
+    gc.set_threshold(max(thresholds[0], 10_000), *thresholds[1:])
     try:
         yield
     finally:
+        gc.set_threshold(*thresholds)
         gc.unfreeze()
 
 

@@ -191,5 +191,10 @@ def _in_repository(path: str, charts: Mapping[str, Path]) -> str | None:
     return str(folder / rest) if folder is not None and rest else None
 
 
+def rendered(raw: bytes) -> Sources | None:
+    """Where the lines of Helm output came from; None for a file that is not (most)."""
+    return Sources(raw) if _MARK in raw else None
+
+
 def place_all(findings: Iterable[Finding], sources: Sources) -> list[Finding]:
     return [sources.place(f) for f in findings]
