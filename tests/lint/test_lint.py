@@ -226,6 +226,30 @@ def test_only_files_naming_a_cluster_kind_are_read_ahead(text: bytes, read: bool
     assert seen == ([text] if read else [])
 
 
+def test_files_named_one_by_one_look_for_their_chart_once_a_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pre-commit names every file: the chart a file is in is looked for once per folder,
+    and a link is looked up for itself (it may point into another chart)."""
+    (tmp_path / "chart" / "templates").mkdir(parents=True)
+    (tmp_path / "chart" / "Chart.yaml").write_text("apiVersion: v2\nname: c\nversion: 0.1.0\n")
+    (tmp_path / "loose").mkdir()
+    for name in ("chart/templates/a.yaml", "chart/templates/b.yaml", "loose/c.yaml",
+                 "loose/d.yaml"):
+        (tmp_path / name).write_text("kind: ConfigMap\napiVersion: v1\n")
+    (tmp_path / "loose" / "link.yaml").symlink_to(tmp_path / "chart" / "templates" / "a.yaml")
+    asked: list[Path] = []
+    real = lint.discover.enclosing
+    monkeypatch.setattr(lint.discover, "enclosing", lambda p: asked.append(p) or real(p))
+    monkeypatch.chdir(tmp_path)
+    got = lint.collect(["chart/templates/a.yaml", "chart/templates/b.yaml", "loose/c.yaml",
+                        "loose/d.yaml", "loose/link.yaml"], stdin_name="-")
+    assert [t.path for t in got.targets] == [Path("chart")]
+    assert [name for name, _ in got.inputs] == ["loose/c.yaml", "loose/d.yaml"]
+    assert got.notes == ["chart/templates/a.yaml: part of chart, rendered whole"]
+    assert asked == [Path("chart/templates/a.yaml"), Path("loose/c.yaml"),
+                     Path("loose/link.yaml")]
+
+
 def test_the_heap_is_frozen_only_while_files_are_linted() -> None:
     """Collection leaves the long-lived objects alone during the lint, then is as it was."""
     seen = []
