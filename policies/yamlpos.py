@@ -11,6 +11,7 @@ nothing for them. Problems are data (`SyntaxProblem`), never exceptions: any inp
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -30,16 +31,28 @@ def _resolve(kind: type, value: str, implicit: tuple[bool, bool]) -> str:
 
 
 class _Loader(_Base):  # type: ignore[misc]
-    """libyaml composes in C but asks Python for every scalar's implicit tag; manifests repeat
-    the same short scalars (keys, kinds, small numbers) endlessly, so remember the answers."""
+    """libyaml composes in C but calls back into Python for every node: to resolve its tag,
+    and to descend into and ascend from it for path resolvers. Those callbacks are most of
+    the Python time of composing, so they are made as cheap as they can be: manifests repeat
+    the same short scalars (keys, kinds, small numbers) endlessly, so the answers are
+    remembered; and with no path resolver registered (SafeLoader has none) descending and
+    ascending track nothing, so C callables that do nothing stand in for the methods."""
 
-    def resolve(self, kind: type, value: Any, implicit: tuple[bool, bool]) -> Any:
-        if kind is yaml.ScalarNode and isinstance(value, str):
+    if not _Base.yaml_path_resolvers:
+        descend_resolver = staticmethod(operator.is_)  # (node, index) -> ignored
+        ascend_resolver = staticmethod(tuple)  # () -> ignored
+
+    def resolve(self, kind: type, value: Any, implicit: Any) -> Any:
+        if kind is _SCALAR_NODE:
             # quoted, or plain with a first character no implicit type starts with
-            if not implicit[0] or (value and value[0] not in _IMPLICIT_STARTS and _BY_START):
+            if not implicit[0] or (value and _BY_START and value[0] not in _IMPLICIT_STARTS):
                 return _STR
             if len(value) <= 64:
                 return _resolve(kind, value, implicit)
+        elif kind is _MAPPING_NODE:
+            return _MAP
+        elif kind is _SEQUENCE_NODE:
+            return _SEQ
         return _Base.resolve(self, kind, value, implicit)
 
 
@@ -48,8 +61,12 @@ class _Loader(_Base):  # type: ignore[misc]
 # try every scalar.
 _IMPLICIT_STARTS = frozenset(k for k in _Base.yaml_implicit_resolvers if k)
 _BY_START = None not in _Base.yaml_implicit_resolvers
+_SCALAR_NODE, _SEQUENCE_NODE, _MAPPING_NODE = yaml.ScalarNode, yaml.SequenceNode, yaml.MappingNode
 
 _STR = "tag:yaml.org,2002:str"
+_SEQ = "tag:yaml.org,2002:seq"
+_INT = "tag:yaml.org,2002:int"
+_MAP = "tag:yaml.org,2002:map"
 _MERGE = "tag:yaml.org,2002:merge"
 # An alias re-uses a node; a consumer walking the built object sees each use. Past this many
 # expanded nodes per document the input is an alias bomb, refused like the API server does.
@@ -184,7 +201,8 @@ def iter_stream(data: bytes | str) -> Iterator[Document | SyntaxProblem]:
     # A merge (`<<: *a`) copies the merged pairs into the mapping as it is built, so a chain
     # of merges must be sized before it is built; other aliases only share what is built
     # once, and are sized after, when one was used.
-    merges = "&" in text and "<<" in text
+    anchors = "&" in text
+    merges = anchors and "<<" in text
     problems: list[SyntaxProblem] = []
     try:
         while loader.check_node():
@@ -192,11 +210,11 @@ def iter_stream(data: bytes | str) -> Iterator[Document | SyntaxProblem]:
             node = loader.get_node()
             if node is None:
                 continue
-            builder = _Builder(loader, index, problems)
+            builder = _Builder(loader, index, problems, anchors)
             try:
                 if merges:
                     builder.check_size(node)
-                value = builder.build(node)
+                value = builder.root(node)
                 if builder.shared and not merges:
                     builder.check_size(node)
             except _Refused:
@@ -237,13 +255,25 @@ class _Refused(Exception):
     """The document cannot be used; its problem is already recorded."""
 
 
-class _Builder:
-    """Nodes -> plain Python values, as yaml.safe_load would make them, plus checks."""
+class _Remember(Exception):
+    """A merge key in a text without anchors: the document is built remembering its nodes."""
 
-    def __init__(self, loader: Any, document: int, problems: list[SyntaxProblem]) -> None:
+
+class _Builder:
+    """Nodes -> plain Python values, as yaml.safe_load would make them, plus checks.
+
+    With `anchors` False (the text holds no `&`, so no alias can refer to anything) every
+    node is met once: the tree is built without remembering what was built, and plain
+    string scalars, most of any manifest, are taken where they are met. A merge key, which
+    builds values twice, sends the document back to the remembering way (as with anchors)."""
+
+    def __init__(self, loader: Any, document: int, problems: list[SyntaxProblem],
+                 anchors: bool = True) -> None:
         self.loader = loader
         self.document = document
         self.problems = problems
+        self.anchors = anchors
+        self.start = len(problems)
         self.done: dict[int, Any] = {}
         self.shared = False  # a node was used twice: an alias
 
@@ -276,6 +306,15 @@ class _Builder:
             stack.append((node, True))
             stack.extend((c, False) for c in children if state.get(id(c)) != 2)
 
+    def root(self, root: yaml.Node) -> Any:
+        if not self.anchors:
+            try:
+                return self._build(root, 0)
+            except _Remember:  # built again from the start, its problems said once
+                del self.problems[self.start:]
+                self.anchors = True
+        return self.build(root)
+
     def build(self, node: yaml.Node, depth: int = 0) -> Any:
         key = id(node)
         if key in self.done:
@@ -284,26 +323,36 @@ class _Builder:
                 raise self.refuse(ALIAS, "an alias refers to a node that contains it", node)
             self.shared = True
             return value
-        if depth > MAX_DEPTH:  # decided here, not by whatever recursion limit is in force
-            raise self.refuse(SYNTAX, f"nesting too deep (more than {MAX_DEPTH} levels)", node)
-        if isinstance(node, yaml.ScalarNode):
-            value = self.scalar(node)
-        elif isinstance(node, yaml.SequenceNode):
+        if type(node) is not _SCALAR_NODE:
             self.done[key] = _BUILDING
-            value = [self.build(item, depth + 1) for item in node.value]
-        else:
-            self.done[key] = _BUILDING
-            value = self.mapping(node, depth)
-        self.done[key] = value
+        value = self.done[key] = self._build(node, depth)
         return value
 
-    def scalar(self, node: yaml.ScalarNode) -> Any:
-        if node.tag == _STR:
-            return node.value
-        construct = self.loader.yaml_constructors.get(node.tag)
+    def _build(self, node: yaml.Node, depth: int) -> Any:
+        if depth > MAX_DEPTH:  # decided here, not by whatever recursion limit is in force
+            raise self.refuse(SYNTAX, f"nesting too deep (more than {MAX_DEPTH} levels)", node)
+        kind = type(node)
+        if kind is _SCALAR_NODE:
+            return node.value if node.tag == _STR else self.scalar(node)
+        if kind is _SEQUENCE_NODE:
+            depth += 1
+            if not self.anchors and depth <= MAX_DEPTH:  # plain strings taken as they are
+                return [item.value if type(item) is _SCALAR_NODE and item.tag == _STR
+                        else self._build(item, depth) for item in node.value]
+            build = self.build if self.anchors else self._build
+            return [build(item, depth) for item in node.value]
+        return self.mapping(node, depth)
+
+    def scalar(self, node: yaml.Node) -> Any:
+        tag, value = node.tag, node.value
+        if tag == _STR:
+            return value
+        construct = self.loader.yaml_constructors.get(tag)
         if construct is None:
-            raise self.refuse(SYNTAX, f"unknown tag {node.tag!r}", node)
+            raise self.refuse(SYNTAX, f"unknown tag {tag!r}", node)
         try:
+            if tag == _INT and value.isdigit() and value.isascii() and value[0] != "0":
+                return int(value)  # a plain decimal (ports, replicas): as PyYAML reads it
             return construct(self.loader, node)
         except (yaml.YAMLError, ValueError, OverflowError) as exc:
             raise self.refuse(SYNTAX, f"bad {node.tag.rsplit(':', 1)[-1]} value: {exc}",
@@ -314,18 +363,29 @@ class _Builder:
             raise self.refuse(SYNTAX, f"unexpected node {type(node).__name__}", node)
         out: dict[Any, Any] = {}
         merge = False
+        depth += 1
+        build = self.build if self.anchors else self._build
+        inline = not self.anchors and depth <= MAX_DEPTH  # plain strings taken as they are
         for key_node, value_node in node.value:
-            if key_node.tag == _MERGE:
+            if type(key_node) is _SCALAR_NODE and key_node.tag == _STR:
+                key = key_node.value
+            elif key_node.tag == _MERGE:
+                if not self.anchors:  # merging builds values twice: remember them after all
+                    raise _Remember
                 merge = True
                 continue
-            key = self.key(key_node)
+            else:
+                key = self.key(key_node)
             if key in out:
                 first = next(k for k, _ in node.value if k.tag != _MERGE and self.key(k) == key)
                 line, column = _mark(key_node)
                 self.problems.append(SyntaxProblem(
                     DUPLICATE_KEY, f"duplicate key {key!r} (first on line {_mark(first)[0]}); "
                     "Kubernetes refuses the object", line, column, self.document))
-            out[key] = self.build(value_node, depth + 1)
+            if inline and type(value_node) is _SCALAR_NODE and value_node.tag == _STR:
+                out[key] = value_node.value
+            else:
+                out[key] = build(value_node, depth)
         if not merge:
             return out
         try:  # `<<: *defaults` as yaml.safe_load does it (the node is rewritten in place)
@@ -333,7 +393,7 @@ class _Builder:
         except yaml.YAMLError as exc:
             raise self.refuse(SYNTAX, str(getattr(exc, "problem", exc)), node) from None
         # the merged pairs first, the mapping's own after them: its own keys win
-        return {self.key(k): self.build(v, depth + 1) for k, v in node.value}
+        return {self.key(k): build(v, depth) for k, v in node.value}
 
     def key(self, node: yaml.Node) -> Any:
         """A mapping key: a scalar (built each time it is met, so a key is never taken

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -16,6 +17,7 @@ import pytest
 
 from tests.lint import sarif_rules
 from tests.lint.helpers import GOLDEN, HERE, MANIFESTS, POLICIES, ROOT, gpupolicy, gpupolicy_process
+from webhook.commands import lint
 from webhook.output.report import FORMATS, ReportFinding, render
 
 # file, line, column, rule, severity, policy: what the fixture manifests must give.
@@ -204,6 +206,65 @@ def test_namespace_documents_among_inputs_drive_selectors() -> None:
                      "namespaces.yaml", cwd=MANIFESTS)
     assert json.loads(alone.out)["findings"] == []
     assert [f["rule"] for f in json.loads(both.out)["findings"]] == ["gpu-max-per-container"]
+
+
+@pytest.mark.parametrize(("text", "read"), [
+    (b"kind: Namespace\n", True),
+    (b'{"kind": "ResourceClaimTemplate"}', True),
+    (b"items:\n- {kind: 'DeviceClass'}\n", True),
+    (b"spec:\n  targetNamespace: ml\n  NamespaceSelector: {}\n", False),
+    (b"kind: Deployment\n", False),
+])
+def test_only_files_naming_a_cluster_kind_are_read_ahead(text: bytes, read: bool,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The files read before the lint, for Namespace labels and DRA claims and classes, are
+    those that name such a kind as a word; a longer name that holds one is not a reason."""
+    seen: list[bytes] = []
+    real = lint.yamlpos.iter_stream
+    monkeypatch.setattr(lint.yamlpos, "iter_stream", lambda raw: seen.append(raw) or real(raw))
+    lint.documents_among([("x.yaml", text)])
+    assert seen == ([text] if read else [])
+
+
+def test_files_named_one_by_one_look_for_their_chart_once_a_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pre-commit names every file: the chart a file is in is looked for once per folder,
+    and a link is looked up for itself (it may point into another chart)."""
+    (tmp_path / "chart" / "templates").mkdir(parents=True)
+    (tmp_path / "chart" / "Chart.yaml").write_text("apiVersion: v2\nname: c\nversion: 0.1.0\n")
+    (tmp_path / "loose").mkdir()
+    for name in ("chart/templates/a.yaml", "chart/templates/b.yaml", "loose/c.yaml",
+                 "loose/d.yaml"):
+        (tmp_path / name).write_text("kind: ConfigMap\napiVersion: v1\n")
+    (tmp_path / "loose" / "link.yaml").symlink_to(tmp_path / "chart" / "templates" / "a.yaml")
+    asked: list[Path] = []
+    real = lint.discover.enclosing
+    monkeypatch.setattr(lint.discover, "enclosing", lambda p: asked.append(p) or real(p))
+    monkeypatch.chdir(tmp_path)
+    got = lint.collect(["chart/templates/a.yaml", "chart/templates/b.yaml", "loose/c.yaml",
+                        "loose/d.yaml", "loose/link.yaml"], stdin_name="-")
+    assert [t.path for t in got.targets] == [Path("chart")]
+    assert [name for name, _ in got.inputs] == ["loose/c.yaml", "loose/d.yaml"]
+    assert got.notes == ["chart/templates/a.yaml: part of chart, rendered whole"]
+    assert asked == [Path("chart/templates/a.yaml"), Path("loose/c.yaml"),
+                     Path("loose/link.yaml")]
+
+
+def test_the_heap_is_frozen_only_while_files_are_linted() -> None:
+    """Collection leaves the long-lived objects alone during the lint, then is as it was."""
+    seen = []
+    thresholds = gc.get_threshold()
+    with lint.heap_frozen():
+        seen.append(gc.get_freeze_count())
+    assert seen[0] > 0 and gc.get_freeze_count() == 0 and gc.isenabled()
+    assert gc.get_threshold() == thresholds
+    gc.disable()  # a caller that manages collection itself is left to it
+    try:
+        with lint.heap_frozen():
+            seen.append(gc.get_freeze_count())
+    finally:
+        gc.enable()
+    assert seen[1] == 0
 
 
 def test_namespace_option_and_stdin() -> None:

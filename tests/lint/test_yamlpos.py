@@ -73,6 +73,9 @@ def test_position(text: str, path: tuple[str | int, ...], expected: tuple[int, i
     (b"? [a]\n: 1\n", "yaml-syntax", 1, 3),
     (b'{"a": 1, "a": 2}', "yaml-duplicate-key", 1, 10),
     (b"a: 1\n---\nb: {\n", "yaml-syntax", 4, 1),
+    (b"x:\n  <<: {a: 1}\n  b: {c: 1, c: 2}\n", "yaml-duplicate-key", 3, 13),  # said once
+    (b"a: !!int \xc2\xb2\n", "yaml-syntax", 1, 4),  # a digit int() does not take
+    (b"a: 1" + b"0" * 5000 + b"\n", "yaml-syntax", 1, 4),  # more digits than int() reads
 ])
 def test_problem(data: bytes, rule: str, line: int, column: int) -> None:
     problems = read_stream(data).problems
@@ -128,7 +131,12 @@ def test_objects(text: str, objects: list[tuple[str | int, ...]]) -> None:
     "a: &a {x: 1, y: 2}\nb: {<<: *a, y: 3}\nc: {y: 4, <<: [*a]}\nd: [*a, *a]\n",
     "url: http://x/?a=1&b=2\nk: &k v\n*k : w\n",
     "a: '1'\nb: \"true\"\nc: yes\nd: Off\ne: hello\nf: 1.5\ng: ~\nh: 2001-12-14\ni: .inf\n"
-    "j: -1\nk: +1\nl: 0o17\nm: ''\nn:\no: NULL\np: '~'\nq: é\n", '{\n\t"a": {\n\t\t"b": [\n\t\t\t1\n\t\t]\n\t}\n}\n', "---\n...\n", "\ufeffa: 1\n", "a: !!binary aGk=\n",
+    "j: -1\nk: +1\nl: 0o17\nm: ''\nn:\no: NULL\np: '~'\nq: é\n",
+    # without an anchor the tree is built the quick way; a merge key takes it the other way
+    "a: {b: [1, 2], c: {d: e}}\nf: [[g], {h: i}]\n", "x: {<<: {a: 1}, b: 2}\n",
+    "x:\n  <<: [{a: 1}, {b: 2}]\n  c: {d: 1}\n",
+    # plain decimals are read at once, every other integer by PyYAML's constructor
+    "a: 8080\nb: 0\nc: 012\nd: 1_000\ne: !!int ١٢\nf: 0x1F\ng: 1:30\nh: !!int '42'\n", '{\n\t"a": {\n\t\t"b": [\n\t\t\t1\n\t\t]\n\t}\n}\n', "---\n...\n", "\ufeffa: 1\n", "a: !!binary aGk=\n",
 ])
 def test_same_objects_as_pyyaml(text: str) -> None:
     expected = [d for d in yaml.load_all(text, Loader=yaml.CSafeLoader) if d is not None]

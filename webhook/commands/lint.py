@@ -12,11 +12,16 @@ round-trip writer lazily.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import gc
 import os
+import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISDIR, S_ISREG
 from typing import TYPE_CHECKING, Any, TextIO
 
 from policies import yamlpos
@@ -33,6 +38,13 @@ if TYPE_CHECKING:
     from webhook.output import kustomize
 
 STDIN = "-"
+# What the files holding a CONTEXT_KINDS document contain: a file without one of these strings
+# (ResourceClaimTemplate is found by ResourceClaim) is not read ahead, nor one where they are
+# only part of a longer name (`targetNamespace`, `NamespaceSelector`).
+_CONTEXT_MARKS = tuple(kind.encode() for kind in sources.CONTEXT_KINDS
+                       if not any(k != kind and k in kind for k in sources.CONTEXT_KINDS))
+_CONTEXT_WORD = re.compile(rb"(?<![\w-])(?:%s)(?![\w-])" % b"|".join(
+    re.escape(kind.encode()) for kind in sources.CONTEXT_KINDS))
 # apiVersion groups of files that build manifests rather than being ones
 BUILD_API_GROUPS = ("kustomize.config.k8s.io/", "config.kubernetes.io/")
 
@@ -136,25 +148,26 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         stderr.write(f"gpupolicy lint: {exc}\n")
         return 2
     result = Result(notes=list(collected.notes))
-    for name, raw in loaded:
-        # one document at a time: a stream of 100k documents is linted in constant memory
-        start = len(result.findings)
-        lint_stream(name, yamlpos.iter_stream(raw), context, result, namespace=args.namespace,
-                    show_mutations=args.show_mutations and not args.fix,
-                    skip_non_manifest=name != args.stdin_filename)
-        placed = helm.Sources(raw)
-        if placed:  # Helm output: point at the chart's template files
-            result.findings[start:] = helm.place_all(result.findings[start:], placed)
-            # the files checked are the templates (JUnit: no empty suite for the stream)
-            found = [p for p in placed.paths if p is not None]
-            if found:
-                result.files[-1:] = list(dict.fromkeys(found))
-            for chart in sorted(placed.missing):
-                stderr.write(f"gpupolicy lint: {name}: helm chart {chart!r} not found under "
-                             f"{Path.cwd()}: its findings stay at the rendered lines (lint "
-                             "from the folder that holds the chart)\n")
-    for target, raw, relative_to in rendered:
-        lint_rendered(target, raw, relative_to, context, result, args)
+    with heap_frozen():  # what lives on (imports, context) is not walked again
+        for name, raw in loaded:
+            # one document at a time: a stream of 100k documents is linted in constant memory
+            start = len(result.findings)
+            lint_stream(name, yamlpos.iter_stream(raw), context, result, namespace=args.namespace,
+                        show_mutations=args.show_mutations and not args.fix,
+                        skip_non_manifest=name != args.stdin_filename)
+            placed = helm.rendered(raw)
+            if placed:  # Helm output: point at the chart's template files
+                result.findings[start:] = helm.place_all(result.findings[start:], placed)
+                # the files checked are the templates (JUnit: no empty suite for the stream)
+                found = [p for p in placed.paths if p is not None]
+                if found:
+                    result.files[-1:] = list(dict.fromkeys(found))
+                for chart in sorted(placed.missing):
+                    stderr.write(f"gpupolicy lint: {name}: helm chart {chart!r} not found "
+                                 f"under {Path.cwd()}: its findings stay at the rendered lines "
+                                 "(lint from the folder that holds the chart)\n")
+        for target, raw, relative_to in rendered:
+            lint_rendered(target, raw, relative_to, context, result, args)
     if args.verbose:
         for note in result.notes:
             stderr.write(f"{note}\n")
@@ -169,6 +182,28 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                          "the mutations back (see them with --show-mutations)\n")
     status = emit(args, result, stdout, stderr)
     return 2 if unreadable or not_fixed else status
+
+
+@contextlib.contextmanager
+def heap_frozen() -> Iterator[None]:
+    """The objects alive now left out of garbage collection while the block runs. Reading
+    makes many objects that live until their file is done, so collections run often, and
+    each older-generation one walked every object the imports and the context made (a
+    tenth of the corpus lint). Young objects are still collected, less often; all is as it
+    was after the block. Nothing is done when something else froze the heap or turned
+    collection off."""
+    if gc.get_freeze_count() or not gc.isenabled():
+        yield
+        return
+    thresholds = gc.get_threshold()
+    gc.freeze()
+    # and the young ones less often: most of what reading makes is freed by reference count
+    gc.set_threshold(max(thresholds[0], 10_000), *thresholds[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
 
 
 def render_target(target: Target, args: argparse.Namespace) -> tuple[bytes, Path | None]:
@@ -233,12 +268,13 @@ def collect(paths: Sequence[str], *, stdin_name: str, exclude: Sequence[str] = (
     out = Collected([], [], [])
     seen: set[Path] = set()  # charts and overlays rendered once
     files: set[tuple[int, int] | str] = set()  # a file named twice (or in a named folder)
+    found_in: dict[str, Target | None] = {}  # folder named -> the chart or overlay it is in
 
-    def add(name: str) -> None:
+    def add(name: str, st: os.stat_result | None = None) -> None:
         # One stat a file, where resolving its path would lstat every folder above it: the
         # same file is the same device and inode, whatever path or link names it.
         try:
-            st = os.stat(name)
+            st = st or os.stat(name)
             key: tuple[int, int] | str = (st.st_dev, st.st_ino)
         except OSError:  # missing, or a symlink loop: reading it will say so
             key = os.path.abspath(name)
@@ -251,16 +287,17 @@ def collect(paths: Sequence[str], *, stdin_name: str, exclude: Sequence[str] = (
             if not any(name == stdin_name for name, _ in out.inputs):
                 out.inputs.append((stdin_name, sys.stdin.buffer.read()))
             continue
-        p = Path(path)
-        inside = discover.enclosing(p) if render and p.exists() else None
-        if inside is not None and (p.is_file() or inside.path.resolve() != p.resolve()):
-            if inside.path.resolve() not in seen:  # part of a chart or overlay: render it whole
-                seen.add(inside.path.resolve())
-                out.targets.append(inside)
-                out.notes.append(f"{path}: part of {inside.path}, rendered whole")
-            continue
-        if p.is_dir():
-            found = discover.walk(p, exclude=exclude, render=render)
+        if render:
+            inside, is_file = _enclosing(path, found_in)
+            if inside is not None and (is_file or inside.path.resolve() != Path(path).resolve()):
+                if (folder := inside.path.resolve()) not in seen:  # render it whole
+                    seen.add(folder)
+                    out.targets.append(inside)
+                    out.notes.append(f"{path}: part of {inside.path}, rendered whole")
+                continue
+        st = _stat(path)  # one stat says folder, file or neither (pre-commit names 1000s)
+        if st is not None and S_ISDIR(st.st_mode):
+            found = discover.walk(Path(path), exclude=exclude, render=render)
             for file in found.files:
                 add(str(file))
             for target in found.targets:
@@ -268,8 +305,8 @@ def collect(paths: Sequence[str], *, stdin_name: str, exclude: Sequence[str] = (
                     seen.add(target.path.resolve())
                     out.targets.append(target)
             out.notes += found.notes
-        elif p.is_file() or p.is_symlink():
-            add(path)
+        elif (st is not None and S_ISREG(st.st_mode)) or os.path.islink(path):
+            add(path, st)
         else:
             raise UsageError(f"{path}: no such file or directory")
     if not out.inputs and not out.targets:
@@ -278,14 +315,46 @@ def collect(paths: Sequence[str], *, stdin_name: str, exclude: Sequence[str] = (
     return out
 
 
+def _enclosing(path: str, known: dict[str, Target | None]) -> tuple[Target | None, bool]:
+    """The chart or overlay a path named lies in (discover.enclosing), and whether it is a
+    file. Files named in one folder lie in the same one: pre-commit names every changed
+    file, and looking up from each cost 0.2 ms (a stat of every name a chart or overlay
+    may have, in every folder up to the repository's root), so it is asked once a folder
+    (`known`). A link or a folder is asked for itself."""
+    try:
+        st = os.lstat(path)
+    except (OSError, ValueError):
+        st = None
+    if st is not None and S_ISREG(st.st_mode):
+        folder = os.path.dirname(path)
+        if folder not in known:
+            known[folder] = discover.enclosing(Path(path))
+        return known[folder], True
+    p = Path(path)
+    return (discover.enclosing(p) if p.exists() else None), p.is_file()
+
+
+def _stat(path: str) -> os.stat_result | None:
+    """The path's stat, None when it is missing or unusable (as Path.is_dir and is_file
+    answer False: other errors are raised as they are)."""
+    try:
+        return os.stat(path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+            return None
+        raise
+    except ValueError:  # a NUL in the path
+        return None
+
+
 def documents_among(loaded: list[tuple[str, bytes]], namespace: str | None = None
                     ) -> sources.ClusterObjects:
     """The documents of the inputs that describe the cluster (sources.CONTEXT_KINDS); only
     files that can hold one are read ahead of the rest. A claim that names no namespace is
     in `namespace` (--namespace), as the workloads beside it are."""
-    marks = {kind.encode() for kind in sources.CONTEXT_KINDS}
     return sources.context_objects((  # streamed: a large dump is never held whole
-        obj for _, raw in loaded if any(m in raw for m in marks)
+        obj for _, raw in loaded
+        if any(m in raw for m in _CONTEXT_MARKS) and _CONTEXT_WORD.search(raw)
         for doc in yamlpos.iter_stream(raw) if isinstance(doc, yamlpos.Document)
         for _, obj in doc.objects()), namespace)
 
@@ -332,7 +401,6 @@ def lint_stream(
             result.documents += 1
             origin = overlay.take(obj) if overlay is not None else None
             ns = namespace_of(obj, namespace)
-            label = object_label(obj, ns)
             here: list[ReportFinding] = []
             paths: list[FieldPath | None] = []
             try:
@@ -341,18 +409,22 @@ def lint_stream(
                 line, column = doc.position(prefix)
                 here.append(ReportFinding(
                     rule=ENGINE_ERROR, severity="error", file=name, line=line, column=column,
-                    message=f"engine failed: {type(exc).__name__}: {exc}", object=label,
-                    document=doc.index,
+                    message=f"engine failed: {type(exc).__name__}: {exc}",
+                    object=object_label(obj, ns), document=doc.index,
                 ))
                 paths.append(None)
                 decision = None
             if decision is not None:
-                where = f"{name}: document {doc.index} (line {doc.line})"
-                if decision.skipped:
-                    result.notes.append(f"{where}: skipped, {decision.skipped}")
-                unresolved = {u.note for u in decision.unresolved}  # said as findings below
-                result.notes += [f"{where}: {note}" for note in decision.notes
-                                 if note not in unresolved]
+                if decision.skipped or decision.notes:
+                    where = f"{name}: document {doc.index} (line {doc.line})"
+                    if decision.skipped:
+                        result.notes.append(f"{where}: skipped, {decision.skipped}")
+                    unresolved = {u.note for u in decision.unresolved}  # said as findings
+                    result.notes += [f"{where}: {note}" for note in decision.notes
+                                     if note not in unresolved]
+                # the object's name, for the findings it has (most objects have none)
+                label = (object_label(obj, ns) if decision.violations or decision.unresolved
+                         or (decision.ops and show_mutations) else "")
                 for v in decision.violations:
                     line, column = doc.position((*prefix, *v.path))
                     here.append(ReportFinding(

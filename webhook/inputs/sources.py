@@ -80,7 +80,7 @@ def manifest_files(path: Path) -> list[Path]:
 
 def read_bytes(path: Path | str) -> bytes:
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb", buffering=0) as f:  # read whole: a buffer would only copy it
             return f.read()
     except FileNotFoundError:
         raise SourceError(f"{path}: no such file or directory") from None
