@@ -237,7 +237,8 @@ def _views(
     for carrier, found in zip(specs, before, strict=True):
         prefix = carrier.path
         spec = patch.get(prefix)
-        if spec is not _spec_before(patch, prefix):
+        original = _spec_before(patch, prefix)
+        if spec is not original and not _same_containers(spec, original, carrier):
             # Copy on write: a container no op went into is the same object as before, and
             # its amounts carry over.
             found = _with_served(demand(spec, prefix, found, carrier.kind.containers,
@@ -247,6 +248,16 @@ def _views(
         fields = frozenset() if carrier.kind.fields_at else carrier.kind.pod_fields
         yield PodView(kind, spec, prefix, found, kind == "Pod", namespace,
                       products=targeted_products(spec), pod_fields=fields, started=started)
+
+
+def _same_containers(spec: Mapping[str, Any], before: Mapping[str, Any],
+                     carrier: Carrier) -> bool:
+    """Mutation wrote only pod-level fields (tolerations, selectors...): every container list
+    is the object it was, so the demand read before mutation holds as it is. A kind with
+    container-like slots elsewhere in its spec is read again."""
+    return not carrier.kind.containers and all(
+        spec.get(key) is before.get(key)
+        for key in ("containers", "initContainers", "ephemeralContainers"))
 
 
 def _exists(obj: Mapping[str, Any]) -> bool:
