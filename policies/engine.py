@@ -316,7 +316,8 @@ def _spec_before(patch: Patch, prefix: FieldPath) -> Any:
 def _check(
     view: PodView, policies: Sequence[GPUPolicy], context: Context
 ) -> Iterator[tuple[GPUPolicy, Finding]]:
-    gpu_claims = any(u.gpu or u.doubtful for u in view.demand.claims)
+    gpu_claims = bool(view.demand.claims) and any(u.gpu or u.doubtful
+                                                  for u in view.demand.claims)
     if not gpu_claims and (not view.demand.containers or not _accelerator_related(view)) \
             and not _unreadable_claims(view.spec):
         for policy in policies:
@@ -326,7 +327,9 @@ def _check(
     # Facts (the apiserver's own checks, catalog facts) are reported once, under the
     # strictest policy: they hold whatever the policies say.
     strictest = min(policies, key=lambda p: _MODE_RANK[p.spec.mode])
-    intrinsic, policy_rules = for_families(view.demand.present | _claimed(view.demand))
+    claimed = _claimed(view.demand)
+    intrinsic, policy_rules = for_families(view.demand.present | claimed if claimed
+                                           else view.demand.present)
     for rule in intrinsic:
         for finding in rule.check(view, strictest, context):
             yield strictest, finding
@@ -338,6 +341,8 @@ def _check(
 
 def _claimed(found: PodDemand) -> frozenset[str]:
     """The families a pod's ResourceClaims bring: DRA, and whole GPUs or MIG devices."""
+    if not found.claims and not found.served:  # almost every pod: no generator made
+        return frozenset()
     uses = (*found.claims, *found.served)
     if not any(u.gpu or u.doubtful for u in uses):
         return frozenset()

@@ -281,10 +281,11 @@ def _node_selector(
 def _node_affinity(patch: Patch, base: FieldPath, plan: Plan) -> None:
     if not (plan.required or plan.preferred):
         return
-    if not absent_or(patch.get(base[:-1]), ("object", None)) or not absent_or(
-            patch.get(base), NODE_AFFINITY):
+    affinity_at = patch.get(base[:-1])
+    current = affinity_at.get(base[-1]) if isinstance(affinity_at, dict) else None
+    if not absent_or(affinity_at, ("object", None)) or not absent_or(current, NODE_AFFINITY):
         return
-    if patch.get(base) is None:
+    if current is None:
         # Nothing there yet: one op adds all that the first policy asks for; what other
         # policies ask for follows in ops of their own.
         by = (plan.required or plan.preferred)[0][1]
