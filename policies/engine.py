@@ -241,8 +241,9 @@ def _views(
         if spec is not original and not _same_containers(spec, original, carrier):
             # Copy on write: a container no op went into is the same object as before, and
             # its amounts carry over.
-            found = _with_served(demand(spec, prefix, found, carrier.kind.containers,
-                                        served_lookup(dra)), dra, prefix)
+            again = demand(spec, prefix, found, carrier.kind.containers, served_lookup(dra))
+            # the same totals (every amount lent by `found`): the same served claim
+            found = again if again.totals is found.totals else _with_served(again, dra, prefix)
         # pod-level fields kept apart (a TrainJob's runtime patch) are not all the pod's: its
         # runtime has the rest, so its scheduling is not judged as if they were
         fields = frozenset() if carrier.kind.fields_at else carrier.kind.pod_fields

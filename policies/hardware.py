@@ -18,7 +18,14 @@ from policies.display import shown, type_name
 from policies.inventory import PER_NODE_LABELS, Pool
 from policies.mig import fits
 from policies.quantity import Number
-from policies.resources import MEMORY_MB, FractionRequest, Resource, classify, mig_profile
+from policies.resources import (
+    MEMORY_MB,
+    SHARED_FAMILIES,
+    FractionRequest,
+    Resource,
+    classify,
+    mig_profile,
+)
 from policies.selectors import (
     node_affinity_matches,
     node_selector_matches,
@@ -245,7 +252,8 @@ class _Need:
             gpushare_gib=sum(c.amount("aliyun.com/gpu-mem") for c in app)
             if "gpushare" in demand.present else 0,
             memory_mb=tuple((c.name, name, c.amount(name)) for c in demand.containers
-                            for name in MEMORY_MB if name in c.amounts),
+                            for name in MEMORY_MB if name in c.amounts)
+            if not demand.present.isdisjoint(SHARED_FAMILIES) else (),
             tolerations=tuple(_list(view.spec.get("tolerations"))),
             most_gpus_in_a_container=max(
                 (c.amount("nvidia.com/gpu") for c in demand.containers), default=0),
