@@ -241,28 +241,37 @@ class _Need:
         if demand.fraction is not None:  # KAI shares whole devices the node advertises
             devices = demand.fraction.devices
             totals = {**totals, "nvidia.com/gpu": max(totals.get("nvidia.com/gpu", 0), devices)}
-        app = [c for c in demand.containers if c.role == "app"]
+        # One pass over the containers' amounts; what only some families need is read
+        # only when they are there (this runs on every GPU admission with an inventory).
+        most: Number = 0
+        resources: dict[str, Resource] = {}
+        for c in demand.containers:
+            for name, amount in c.amounts.items():
+                resources[name] = amount.resource
+                if name == "nvidia.com/gpu" and amount.value > most:
+                    most = amount.value
+        present = demand.present
         return cls(
             spec=view.spec,
             allowed=tuple(_normalized(tuple(a)) for a in allowed_models),
             totals=totals,
             mig={p: int(v) for n, v in totals.items()
                  if (p := mig_profile(n)) is not None and v > 0 and v.denominator == 1}
-            if "mig" in demand.present else {},
-            gpushare_gib=sum(c.amount("aliyun.com/gpu-mem") for c in app)
-            if "gpushare" in demand.present else 0,
+            if "mig" in present else {},
+            gpushare_gib=sum(c.amount("aliyun.com/gpu-mem") for c in demand.containers
+                             if c.role == "app")
+            if "gpushare" in present else 0,
             memory_mb=tuple((c.name, name, c.amount(name)) for c in demand.containers
                             for name in MEMORY_MB if name in c.amounts)
-            if not demand.present.isdisjoint(SHARED_FAMILIES) else (),
+            if not present.isdisjoint(SHARED_FAMILIES) else (),
             tolerations=tuple(_list(view.spec.get("tolerations"))),
-            most_gpus_in_a_container=max(
-                (c.amount("nvidia.com/gpu") for c in demand.containers), default=0),
+            most_gpus_in_a_container=most,
             node_name=node_name if isinstance(node_name := view.spec.get("nodeName"), str)
             else "",
             scheduling_known="tolerations" in view.pod_fields,
             gpushare_cards=demand.gpushare_cards,
             fraction=demand.fraction,
-            resources={n: a.resource for c in demand.containers for n, a in c.amounts.items()},
+            resources=resources,
         )
 
 
@@ -328,8 +337,10 @@ def _list(value: Any) -> list[Mapping[str, Any]]:
 
 
 def _selection(spec: Mapping[str, Any], pool: Pool) -> Iterator[str]:
-    selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else None
-    affinity = spec.get("affinity") if isinstance(spec.get("affinity"), dict) else None
+    selector = spec.get("nodeSelector")
+    selector = selector if isinstance(selector, dict) else None
+    affinity = spec.get("affinity")
+    affinity = affinity if isinstance(affinity, dict) else None
     keys, by_name = _selector_keys(selector, affinity)
     selected = affinity_ok = False
     for name, labels in pool.label_sets(keys, by_name):

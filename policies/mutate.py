@@ -250,7 +250,7 @@ def _tolerations(patch: Patch, path: FieldPath, plan: Plan) -> None:
     current = patch.get(path)
     if not absent_or(current, ("list", None)):
         return
-    have = {_toleration_key(t) for t in current or () if isinstance(t, dict)}
+    have = {_toleration_key(t) for t in current if isinstance(t, dict)} if current else set()
     for key, toleration, by in plan.tolerations:
         if key not in have:
             patch.append(path, toleration, by=by)

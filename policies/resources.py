@@ -167,8 +167,17 @@ class PodDemand:
 
     @property
     def gpu(self) -> bool:
-        return (self.fraction is not None or any(u.gpu for u in self.claims)
-                or any(c.gpu for c in self.containers))
+        # plain loops: read several times per admission, and a generator costs more than
+        # the few containers it would look at
+        if self.fraction is not None:
+            return True
+        for use in self.claims:
+            if use.gpu:
+                return True
+        for container in self.containers:  # noqa: SIM110 (no generator, as said)
+            if container.gpu:
+                return True
+        return False
 
     @property
     def families(self) -> frozenset[Family]:
