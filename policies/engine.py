@@ -247,8 +247,12 @@ def _views(
         # pod-level fields kept apart (a TrainJob's runtime patch) are not all the pod's: its
         # runtime has the rest, so its scheduling is not judged as if they were
         fields = frozenset() if carrier.kind.fields_at else carrier.kind.pod_fields
+        # Only the rules of a pod with accelerator amounts, claims or a GPU share read the
+        # products it pins itself to: most pods have none of these.
+        asks = bool(found.present or found.claims or found.fraction is not None)
         yield PodView(kind, spec, prefix, found, kind == "Pod", namespace,
-                      products=targeted_products(spec), pod_fields=fields, started=started)
+                      products=targeted_products(spec) if asks else (), pod_fields=fields,
+                      started=started)
 
 
 def _same_containers(spec: Mapping[str, Any], before: Mapping[str, Any],
