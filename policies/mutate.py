@@ -227,7 +227,8 @@ def _toleration_key(t: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def _part(value: Any) -> Any:
     # A pod may hold anything there (a list, a map): compare it by how it reads, hashably.
-    return value if isinstance(value, str | int | float | None) else ("!", shown(value))
+    return value if value is None or isinstance(value, (str, int, float)) \
+        else ("!", shown(value))
 
 
 def _limits_from_requests(patch: Patch, demand: PodDemand, by: str) -> None:

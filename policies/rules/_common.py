@@ -30,10 +30,10 @@ def accelerator_sections(view: PodView) -> list[tuple[Container, tuple[Section, 
     if found is None:
         found = []
         for container in view.demand.containers:
-            named = tuple((section, values, tuple(accelerator_names(values)))
-                          for section, values in sections(container))
+            named = [(section, values, tuple([n for n in values if classify(n) is not None]))
+                     for section, values in sections(container)]
             if any(names for _, _, names in named):
-                found.append((container, named))
+                found.append((container, tuple(named)))
         view.memo["accelerators"] = found
     return found
 
