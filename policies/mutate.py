@@ -167,7 +167,9 @@ _PLANS: dict[tuple[int, ...], tuple[Sequence[GPUPolicy], Plan]] = {}
 def plan_for(policies: Sequence[GPUPolicy]) -> Plan:
     key = tuple(map(id, policies))
     cached = _PLANS.get(key)
-    if cached is not None and all(a is b for a, b in zip(cached[0], policies, strict=True)):
+    # the same tuple (Context.governing hands out one per namespace): the same policies
+    if cached is not None and (cached[0] is policies or all(
+            a is b for a, b in zip(cached[0], policies, strict=True))):
         return cached[1]
     plan = _plan(policies)
     if len(_PLANS) > 1024:  # policy reloads make new objects: forget old sets

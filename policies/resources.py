@@ -226,9 +226,9 @@ def demand(
     reused = 0
     present: set[Family] = set()
     for path, role, c in iter_containers(spec, prefix, slots):
-        slot = fields.get(path)
+        slot = fields.get(path) if fields else None
         field = slot.resources_field if slot is not None else "resources"
-        before = earlier.get(path)
+        before = earlier.get(path) if earlier else None
         if before is not None and before.spec.get(field) is c.get(field) and (
                 slot is None or not slot.gpu_field):
             # the same container object (no op went into it): the same Container

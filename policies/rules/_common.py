@@ -30,9 +30,13 @@ def accelerator_sections(view: PodView) -> list[tuple[Container, tuple[Section, 
     if found is None:
         found = []
         for container in view.demand.containers:
-            named = [(section, values, tuple([n for n in values if classify(n) is not None]))
-                     for section, values in sections(container)]
-            if any(names for _, _, names in named):
+            named = []
+            asks = False
+            for section, values in sections(container):
+                names = tuple([n for n in values if classify(n) is not None])
+                asks = asks or bool(names)
+                named.append((section, values, names))
+            if asks:
                 found.append((container, tuple(named)))
         view.memo["accelerators"] = found
     return found
