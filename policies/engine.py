@@ -86,18 +86,20 @@ def review(
     patch, found, views = _mutate(obj, specs, policies, namespace, context)
     for view in views:
         found += _check(view, policies, context)
-    violations = tuple(_violation(policy, f) for policy, f in found)
+    # (most admissions find nothing: the empty cases cost no generator)
+    violations = tuple([_violation(policy, f) for policy, f in found]) if found else ()
     creating = operation == "CREATE"
     unresolved = tuple(_unknown_claims(views, context))
+    notes = tuple(_not_injected(views, specs, policies))
     return Decision(
-        notes=(*_not_injected(views, specs, policies), *(u.note for u in unresolved)),
+        notes=(*notes, *(u.note for u in unresolved)) if unresolved else notes,
         unresolved=unresolved,
-        allowed=not any(v.denies for v in violations),
+        allowed=not violations or not any(v.denies for v in violations),
         patch=tuple(patch.json_patch) if creating else (),
         mutated=patch.doc if creating else obj,
         violations=violations,
-        gpu=any(v.demand.gpu for v in views),
-        policies=tuple(p.name for p in policies),
+        gpu=any([v.demand.gpu for v in views]),
+        policies=tuple([p.name for p in policies]),
         ops=tuple(patch.ops) if creating else (),
     )
 
