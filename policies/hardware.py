@@ -314,10 +314,13 @@ def _reasons(need: _Need, pool: Pool) -> Iterator[str]:
         if not product or Catalog.normalize(product) not in names:
             yield f"GPU model {product or '(none)'} is not allowed ({written})"
             break
-    # MIG devices DRA serves are allocated as devices (claimfit), not placed by geometry
-    yield from _mig({p: n for p, n in need.mig.items()
-                     if f"nvidia.com/mig-{p.replace('+me', '.me')}" not in pool.dra_served},
-                    pool)
+    # MIG devices DRA serves are allocated as devices (claimfit), not placed by geometry.
+    # (Each check below is entered only when the pod asks for what it looks at: this runs
+    # for every pool on every GPU admission.)
+    if need.mig:
+        yield from _mig({p: n for p, n in need.mig.items()
+                         if f"nvidia.com/mig-{p.replace('+me', '.me')}" not in pool.dra_served},
+                        pool)
     if need.most_gpus_in_a_container > 1 and pool.labels.get(SHARING) == "mps":
         # MPS refuses a request for more than one of its shares at Allocate time.
         yield (f"GPUs are shared with MPS here: a container may ask for 1 nvidia.com/gpu, "
@@ -328,8 +331,10 @@ def _reasons(need: _Need, pool: Pool) -> Iterator[str]:
         slice_ = _single_slice(pool) or "MIG"
         yield (f"nvidia.com/gpu here is one {slice_} MIG slice and a container sees only one "
                f"MIG device, not the {need.most_gpus_in_a_container} GPUs it asks for")
-    yield from _shared_memory(need, pool)
-    yield from _fraction(need, pool)
+    if need.gpushare_gib > 0 or need.memory_mb:
+        yield from _shared_memory(need, pool)
+    if need.fraction is not None:
+        yield from _fraction(need, pool)
 
 
 def _list(value: Any) -> list[Mapping[str, Any]]:

@@ -48,7 +48,7 @@ class Patch:
         parent = self._root()
         for depth in range(len(path) - 1):
             part = path[depth]
-            child = _child(parent, part)
+            child = parent.get(part) if parent.__class__ is dict else _child(parent, part)
             if child is None and isinstance(parent, dict):
                 # Absent or null: add it, with everything below it, in one op.
                 self._emit(path[: depth + 1], _nest(path[depth + 1 :], value), parent, part, by)
@@ -91,7 +91,7 @@ class Patch:
         # One copy, shared by the op and the document: callers may pass shared data (cached
         # policy dumps), and since it is not marked as ours, a later op that writes inside it
         # copies it first, so the op keeps what it said.
-        fresh = clone(value)
+        fresh = value if value.__class__ is str else clone(value)  # a str: nothing to copy
         self.ops.append(PatchOp("add", path, fresh, by))
         self.json_patch.append({"op": "add", "path": to_pointer(path), "value": fresh})
         if key == "-":
