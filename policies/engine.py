@@ -39,7 +39,7 @@ from policies.rules import (
     for_families,
     visible_devices_bypass,
 )
-from policies.rules._common import accelerator_names, sections
+from policies.rules._common import accelerator_sections
 from policies.view import ClaimView, PodView, targeted_products
 from policies.workloads import (
     POD_FIELDS,
@@ -372,8 +372,8 @@ def _accelerator_related(view: PodView) -> bool:
     or a GPU share asked for by annotation."""
     if view.demand.fraction is not None or any(c.amounts for c in view.demand.containers):
         return True
-    return any(any(accelerator_names(values)) for container in view.demand.containers
-               for _section, values in sections(container))
+    # the rules of an accelerator pod read the same names again: picked once per view
+    return bool(accelerator_sections(view))
 
 
 def _ephemeral(

@@ -254,7 +254,9 @@ def demand(
                          previous.served)
     if reused:  # the families of the amounts lent by `previous` too
         present.update(a.resource.family for c in containers for a in c.amounts.values())
-    found = PodDemand(tuple(containers), _totals(containers), frozenset(present))
+    # no family present: no amount at all (most pods), so no totals to work out
+    found = PodDemand(tuple(containers), _totals(containers) if present else {},
+                      frozenset(present))
     if previous is not None:
         return replace(found, fraction=previous.fraction, gpushare_cards=previous.gpushare_cards,
                        claims=previous.claims, served=previous.served)
