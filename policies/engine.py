@@ -39,7 +39,7 @@ from policies.rules import (
     for_families,
     visible_devices_bypass,
 )
-from policies.rules._common import accelerator_names, sections
+from policies.rules._common import accelerator_sections
 from policies.view import ClaimView, PodView, targeted_products
 from policies.workloads import (
     POD_FIELDS,
@@ -86,18 +86,20 @@ def review(
     patch, found, views = _mutate(obj, specs, policies, namespace, context)
     for view in views:
         found += _check(view, policies, context)
-    violations = tuple(_violation(policy, f) for policy, f in found)
+    # (most admissions find nothing: the empty cases cost no generator)
+    violations = tuple([_violation(policy, f) for policy, f in found]) if found else ()
     creating = operation == "CREATE"
     unresolved = tuple(_unknown_claims(views, context))
+    notes = tuple(_not_injected(views, specs, policies))
     return Decision(
-        notes=(*_not_injected(views, specs, policies), *(u.note for u in unresolved)),
+        notes=(*notes, *(u.note for u in unresolved)) if unresolved else notes,
         unresolved=unresolved,
-        allowed=not any(v.denies for v in violations),
+        allowed=not violations or not any(v.denies for v in violations),
         patch=tuple(patch.json_patch) if creating else (),
         mutated=patch.doc if creating else obj,
         violations=violations,
-        gpu=any(v.demand.gpu for v in views),
-        policies=tuple(p.name for p in policies),
+        gpu=any([v.demand.gpu for v in views]),
+        policies=tuple([p.name for p in policies]),
         ops=tuple(patch.ops) if creating else (),
     )
 
@@ -237,16 +239,32 @@ def _views(
     for carrier, found in zip(specs, before, strict=True):
         prefix = carrier.path
         spec = patch.get(prefix)
-        if spec is not _spec_before(patch, prefix):
+        original = _spec_before(patch, prefix)
+        if spec is not original and not _same_containers(spec, original, carrier):
             # Copy on write: a container no op went into is the same object as before, and
             # its amounts carry over.
-            found = _with_served(demand(spec, prefix, found, carrier.kind.containers,
-                                        served_lookup(dra)), dra, prefix)
+            again = demand(spec, prefix, found, carrier.kind.containers, served_lookup(dra))
+            # the same totals (every amount lent by `found`): the same served claim
+            found = again if again.totals is found.totals else _with_served(again, dra, prefix)
         # pod-level fields kept apart (a TrainJob's runtime patch) are not all the pod's: its
         # runtime has the rest, so its scheduling is not judged as if they were
         fields = frozenset() if carrier.kind.fields_at else carrier.kind.pod_fields
+        # Only the rules of a pod with accelerator amounts, claims or a GPU share read the
+        # products it pins itself to: most pods have none of these.
+        asks = bool(found.present or found.claims or found.fraction is not None)
         yield PodView(kind, spec, prefix, found, kind == "Pod", namespace,
-                      products=targeted_products(spec), pod_fields=fields, started=started)
+                      products=targeted_products(spec) if asks else (), pod_fields=fields,
+                      started=started)
+
+
+def _same_containers(spec: Mapping[str, Any], before: Mapping[str, Any],
+                     carrier: Carrier) -> bool:
+    """Mutation wrote only pod-level fields (tolerations, selectors...): every container list
+    is the object it was, so the demand read before mutation holds as it is. A kind with
+    container-like slots elsewhere in its spec is read again."""
+    return not carrier.kind.containers and all(
+        spec.get(key) is before.get(key)
+        for key in ("containers", "initContainers", "ephemeralContainers"))
 
 
 def _exists(obj: Mapping[str, Any]) -> bool:
@@ -305,7 +323,8 @@ def _spec_before(patch: Patch, prefix: FieldPath) -> Any:
 def _check(
     view: PodView, policies: Sequence[GPUPolicy], context: Context
 ) -> Iterator[tuple[GPUPolicy, Finding]]:
-    gpu_claims = any(u.gpu or u.doubtful for u in view.demand.claims)
+    gpu_claims = bool(view.demand.claims) and any(u.gpu or u.doubtful
+                                                  for u in view.demand.claims)
     if not gpu_claims and (not view.demand.containers or not _accelerator_related(view)) \
             and not _unreadable_claims(view.spec):
         for policy in policies:
@@ -315,7 +334,9 @@ def _check(
     # Facts (the apiserver's own checks, catalog facts) are reported once, under the
     # strictest policy: they hold whatever the policies say.
     strictest = min(policies, key=lambda p: _MODE_RANK[p.spec.mode])
-    intrinsic, policy_rules = for_families(view.demand.present | _claimed(view.demand))
+    claimed = _claimed(view.demand)
+    intrinsic, policy_rules = for_families(view.demand.present | claimed if claimed
+                                           else view.demand.present)
     for rule in intrinsic:
         for finding in rule.check(view, strictest, context):
             yield strictest, finding
@@ -327,6 +348,8 @@ def _check(
 
 def _claimed(found: PodDemand) -> frozenset[str]:
     """The families a pod's ResourceClaims bring: DRA, and whole GPUs or MIG devices."""
+    if not found.claims and not found.served:  # almost every pod: no generator made
+        return frozenset()
     uses = (*found.claims, *found.served)
     if not any(u.gpu or u.doubtful for u in uses):
         return frozenset()
@@ -349,8 +372,8 @@ def _accelerator_related(view: PodView) -> bool:
     or a GPU share asked for by annotation."""
     if view.demand.fraction is not None or any(c.amounts for c in view.demand.containers):
         return True
-    return any(any(accelerator_names(values)) for container in view.demand.containers
-               for _section, values in sections(container))
+    # the rules of an accelerator pod read the same names again: picked once per view
+    return bool(accelerator_sections(view))
 
 
 def _ephemeral(

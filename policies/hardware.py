@@ -18,7 +18,14 @@ from policies.display import shown, type_name
 from policies.inventory import PER_NODE_LABELS, Pool
 from policies.mig import fits
 from policies.quantity import Number
-from policies.resources import MEMORY_MB, FractionRequest, Resource, classify, mig_profile
+from policies.resources import (
+    MEMORY_MB,
+    SHARED_FAMILIES,
+    FractionRequest,
+    Resource,
+    classify,
+    mig_profile,
+)
 from policies.selectors import (
     node_affinity_matches,
     node_selector_matches,
@@ -234,27 +241,37 @@ class _Need:
         if demand.fraction is not None:  # KAI shares whole devices the node advertises
             devices = demand.fraction.devices
             totals = {**totals, "nvidia.com/gpu": max(totals.get("nvidia.com/gpu", 0), devices)}
-        app = [c for c in demand.containers if c.role == "app"]
+        # One pass over the containers' amounts; what only some families need is read
+        # only when they are there (this runs on every GPU admission with an inventory).
+        most: Number = 0
+        resources: dict[str, Resource] = {}
+        for c in demand.containers:
+            for name, amount in c.amounts.items():
+                resources[name] = amount.resource
+                if name == "nvidia.com/gpu" and amount.value > most:
+                    most = amount.value
+        present = demand.present
         return cls(
             spec=view.spec,
             allowed=tuple(_normalized(tuple(a)) for a in allowed_models),
             totals=totals,
             mig={p: int(v) for n, v in totals.items()
                  if (p := mig_profile(n)) is not None and v > 0 and v.denominator == 1}
-            if "mig" in demand.present else {},
-            gpushare_gib=sum(c.amount("aliyun.com/gpu-mem") for c in app)
-            if "gpushare" in demand.present else 0,
+            if "mig" in present else {},
+            gpushare_gib=sum(c.amount("aliyun.com/gpu-mem") for c in demand.containers
+                             if c.role == "app")
+            if "gpushare" in present else 0,
             memory_mb=tuple((c.name, name, c.amount(name)) for c in demand.containers
-                            for name in MEMORY_MB if name in c.amounts),
+                            for name in MEMORY_MB if name in c.amounts)
+            if not present.isdisjoint(SHARED_FAMILIES) else (),
             tolerations=tuple(_list(view.spec.get("tolerations"))),
-            most_gpus_in_a_container=max(
-                (c.amount("nvidia.com/gpu") for c in demand.containers), default=0),
+            most_gpus_in_a_container=most,
             node_name=node_name if isinstance(node_name := view.spec.get("nodeName"), str)
             else "",
             scheduling_known="tolerations" in view.pod_fields,
             gpushare_cards=demand.gpushare_cards,
             fraction=demand.fraction,
-            resources={n: a.resource for c in demand.containers for n, a in c.amounts.items()},
+            resources=resources,
         )
 
 
@@ -297,10 +314,13 @@ def _reasons(need: _Need, pool: Pool) -> Iterator[str]:
         if not product or Catalog.normalize(product) not in names:
             yield f"GPU model {product or '(none)'} is not allowed ({written})"
             break
-    # MIG devices DRA serves are allocated as devices (claimfit), not placed by geometry
-    yield from _mig({p: n for p, n in need.mig.items()
-                     if f"nvidia.com/mig-{p.replace('+me', '.me')}" not in pool.dra_served},
-                    pool)
+    # MIG devices DRA serves are allocated as devices (claimfit), not placed by geometry.
+    # (Each check below is entered only when the pod asks for what it looks at: this runs
+    # for every pool on every GPU admission.)
+    if need.mig:
+        yield from _mig({p: n for p, n in need.mig.items()
+                         if f"nvidia.com/mig-{p.replace('+me', '.me')}" not in pool.dra_served},
+                        pool)
     if need.most_gpus_in_a_container > 1 and pool.labels.get(SHARING) == "mps":
         # MPS refuses a request for more than one of its shares at Allocate time.
         yield (f"GPUs are shared with MPS here: a container may ask for 1 nvidia.com/gpu, "
@@ -311,8 +331,10 @@ def _reasons(need: _Need, pool: Pool) -> Iterator[str]:
         slice_ = _single_slice(pool) or "MIG"
         yield (f"nvidia.com/gpu here is one {slice_} MIG slice and a container sees only one "
                f"MIG device, not the {need.most_gpus_in_a_container} GPUs it asks for")
-    yield from _shared_memory(need, pool)
-    yield from _fraction(need, pool)
+    if need.gpushare_gib > 0 or need.memory_mb:
+        yield from _shared_memory(need, pool)
+    if need.fraction is not None:
+        yield from _fraction(need, pool)
 
 
 def _list(value: Any) -> list[Mapping[str, Any]]:
@@ -320,8 +342,10 @@ def _list(value: Any) -> list[Mapping[str, Any]]:
 
 
 def _selection(spec: Mapping[str, Any], pool: Pool) -> Iterator[str]:
-    selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else None
-    affinity = spec.get("affinity") if isinstance(spec.get("affinity"), dict) else None
+    selector = spec.get("nodeSelector")
+    selector = selector if isinstance(selector, dict) else None
+    affinity = spec.get("affinity")
+    affinity = affinity if isinstance(affinity, dict) else None
     keys, by_name = _selector_keys(selector, affinity)
     selected = affinity_ok = False
     for name, labels in pool.label_sets(keys, by_name):

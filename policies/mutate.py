@@ -167,7 +167,9 @@ _PLANS: dict[tuple[int, ...], tuple[Sequence[GPUPolicy], Plan]] = {}
 def plan_for(policies: Sequence[GPUPolicy]) -> Plan:
     key = tuple(map(id, policies))
     cached = _PLANS.get(key)
-    if cached is not None and all(a is b for a, b in zip(cached[0], policies, strict=True)):
+    # the same tuple (Context.governing hands out one per namespace): the same policies
+    if cached is not None and (cached[0] is policies or all(
+            a is b for a, b in zip(cached[0], policies, strict=True))):
         return cached[1]
     plan = _plan(policies)
     if len(_PLANS) > 1024:  # policy reloads make new objects: forget old sets
@@ -227,7 +229,8 @@ def _toleration_key(t: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def _part(value: Any) -> Any:
     # A pod may hold anything there (a list, a map): compare it by how it reads, hashably.
-    return value if isinstance(value, str | int | float | None) else ("!", shown(value))
+    return value if value is None or isinstance(value, (str, int, float)) \
+        else ("!", shown(value))
 
 
 def _limits_from_requests(patch: Patch, demand: PodDemand, by: str) -> None:
@@ -250,7 +253,7 @@ def _tolerations(patch: Patch, path: FieldPath, plan: Plan) -> None:
     current = patch.get(path)
     if not absent_or(current, ("list", None)):
         return
-    have = {_toleration_key(t) for t in current or () if isinstance(t, dict)}
+    have = {_toleration_key(t) for t in current if isinstance(t, dict)} if current else set()
     for key, toleration, by in plan.tolerations:
         if key not in have:
             patch.append(path, toleration, by=by)
@@ -281,10 +284,11 @@ def _node_selector(
 def _node_affinity(patch: Patch, base: FieldPath, plan: Plan) -> None:
     if not (plan.required or plan.preferred):
         return
-    if not absent_or(patch.get(base[:-1]), ("object", None)) or not absent_or(
-            patch.get(base), NODE_AFFINITY):
+    affinity_at = patch.get(base[:-1])
+    current = affinity_at.get(base[-1]) if isinstance(affinity_at, dict) else None
+    if not absent_or(affinity_at, ("object", None)) or not absent_or(current, NODE_AFFINITY):
         return
-    if patch.get(base) is None:
+    if current is None:
         # Nothing there yet: one op adds all that the first policy asks for; what other
         # policies ask for follows in ops of their own.
         by = (plan.required or plan.preferred)[0][1]

@@ -37,7 +37,8 @@ class Patch:
     def get(self, path: FieldPath) -> Any:
         node = self.doc
         for part in path:
-            node = _child(node, part)
+            # maps first, without a call: almost every step of a pod spec path is one
+            node = node.get(part) if node.__class__ is dict else _child(node, part)
             if node is None:
                 return None
         return node
@@ -47,12 +48,12 @@ class Patch:
         parent = self._root()
         for depth in range(len(path) - 1):
             part = path[depth]
-            child = _child(parent, part)
+            child = parent.get(part) if parent.__class__ is dict else _child(parent, part)
             if child is None and isinstance(parent, dict):
                 # Absent or null: add it, with everything below it, in one op.
                 self._emit(path[: depth + 1], _nest(path[depth + 1 :], value), parent, part, by)
                 return
-            if not isinstance(child, dict | list):
+            if not isinstance(child, (dict, list)):
                 raise PatchConflict(
                     f"cannot set {to_pointer(path)}: {to_pointer(path[: depth + 1])} is "
                     "not an object")
@@ -90,7 +91,7 @@ class Patch:
         # One copy, shared by the op and the document: callers may pass shared data (cached
         # policy dumps), and since it is not marked as ours, a later op that writes inside it
         # copies it first, so the op keeps what it said.
-        fresh = clone(value)
+        fresh = value if value.__class__ is str else clone(value)  # a str: nothing to copy
         self.ops.append(PatchOp("add", path, fresh, by))
         self.json_patch.append({"op": "add", "path": to_pointer(path), "value": fresh})
         if key == "-":
@@ -106,10 +107,11 @@ def _shallow(value: Any) -> Any:
 def clone(value: Any) -> Any:
     """A copy of JSON-shaped data; several times faster than copy.deepcopy on it. Leaves
     (str, numbers, and the dates a YAML loader may produce) are immutable and shared."""
+    # (isinstance with a tuple: a `dict | list` union is checked slower, and this is per value)
     if isinstance(value, dict):
-        return {k: clone(v) if isinstance(v, dict | list) else v for k, v in value.items()}
+        return {k: clone(v) if isinstance(v, (dict, list)) else v for k, v in value.items()}
     if isinstance(value, list):
-        return [clone(v) if isinstance(v, dict | list) else v for v in value]
+        return [clone(v) if isinstance(v, (dict, list)) else v for v in value]
     return value
 
 

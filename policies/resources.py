@@ -167,8 +167,17 @@ class PodDemand:
 
     @property
     def gpu(self) -> bool:
-        return (self.fraction is not None or any(u.gpu for u in self.claims)
-                or any(c.gpu for c in self.containers))
+        # plain loops: read several times per admission, and a generator costs more than
+        # the few containers it would look at
+        if self.fraction is not None:
+            return True
+        for use in self.claims:
+            if use.gpu:
+                return True
+        for container in self.containers:  # noqa: SIM110 (no generator, as said)
+            if container.gpu:
+                return True
+        return False
 
     @property
     def families(self) -> frozenset[Family]:
@@ -212,32 +221,42 @@ def demand(
     `served` names the resources the cluster's DeviceClasses serve (policies/dra/served.py),
     read before the names this module knows."""
     earlier = {c.path: c for c in previous.containers} if previous is not None else {}
-    fields = {(*prefix, *s.location): s for s in slots}
+    fields = {(*prefix, *s.location): s for s in slots} if slots else {}
     containers = []
     reused = 0
+    present: set[Family] = set()
     for path, role, c in iter_containers(spec, prefix, slots):
-        slot = fields.get(path)
+        slot = fields.get(path) if fields else None
         field = slot.resources_field if slot is not None else "resources"
-        before = earlier.get(path)
+        before = earlier.get(path) if earlier else None
         if before is not None and before.spec.get(field) is c.get(field) and (
                 slot is None or not slot.gpu_field):
-            containers.append(Container(path, before.name, role, c, before.amounts, before.gpu,
-                                        field))
+            # the same container object (no op went into it): the same Container
+            containers.append(before if before.spec is c else Container(
+                path, before.name, role, c, before.amounts, before.gpu, field))
             reused += 1
             continue
         amounts = _amounts(c, path, field, served)
         if slot is not None and slot.gpu_field:
             amounts.update(_gpu_field(c, path, slot.gpu_field))
-        gpu = any(a.value > 0 and a.resource.counts_as_gpu for a in amounts.values())
+        gpu = False
+        for amount in amounts.values():  # most containers have none: no generator made
+            present.add(amount.resource.family)
+            gpu = gpu or (amount.value > 0 and amount.resource.counts_as_gpu)
         name = c.get("name") or (path[-1] if slot is not None and path else "")
         containers.append(Container(path, name if isinstance(name, str) else shown(name), role,
                                     c, amounts, gpu, field))
     if previous is not None and reused == len(containers) == len(earlier):
+        if all(a is b for a, b in zip(containers, previous.containers, strict=True)):
+            return previous
         return PodDemand(tuple(containers), previous.totals, previous.present,
                          previous.fraction, previous.gpushare_cards, previous.claims,
                          previous.served)
-    present = frozenset(a.resource.family for c in containers for a in c.amounts.values())
-    found = PodDemand(tuple(containers), _totals(containers), present)
+    if reused:  # the families of the amounts lent by `previous` too
+        present.update(a.resource.family for c in containers for a in c.amounts.values())
+    # no family present: no amount at all (most pods), so no totals to work out
+    found = PodDemand(tuple(containers), _totals(containers) if present else {},
+                      frozenset(present))
     if previous is not None:
         return replace(found, fraction=previous.fraction, gpushare_cards=previous.gpushare_cards,
                        claims=previous.claims, served=previous.served)

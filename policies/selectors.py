@@ -40,7 +40,7 @@ class Taint:
 
 def _values(raw: Mapping[str, Any]) -> Sequence[Any]:
     values = raw.get("values")
-    return values if isinstance(values, list | tuple) else ()
+    return values if isinstance(values, (list, tuple)) else ()
 
 
 def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
@@ -68,7 +68,7 @@ def label_selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str
         return False
     match_labels = selector.get("matchLabels") or {}
     expressions = selector.get("matchExpressions") or []
-    if not isinstance(match_labels, dict) or not isinstance(expressions, list | tuple):
+    if not isinstance(match_labels, dict) or not isinstance(expressions, (list, tuple)):
         return False
     for key, value in match_labels.items():
         if labels.get(key) != value:
@@ -124,7 +124,7 @@ def term_matches(
         return False
     expressions = term.get("matchExpressions") or []
     fields = term.get("matchFields") or []
-    if not isinstance(expressions, list | tuple) or not isinstance(fields, list | tuple):
+    if not isinstance(expressions, (list, tuple)) or not isinstance(fields, (list, tuple)):
         return False
     if not expressions and not fields:
         return False

@@ -9,7 +9,7 @@ but pod templates inside custom resources (Kubeflow, Ray, KServe...) and manifes
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -62,12 +62,15 @@ def problems(value: Any, schema: Schema, path: FieldPath) -> list[tuple[FieldPat
     The work is one visit of each value the schema names; a path is spelled out only for a
     problem (this runs on every admission, and almost every spec has none)."""
     out: list[tuple[Any, str]] = []
-    _visit(value, schema, (path, ()), out)
+    _check_for(schema)(value, (path, ()), out)
     return [(_spelled(link), message) for link, message in out]
 
 
 # A path under construction: (parent link, key), the root being (prefix, ()).
 _Link = tuple[Any, Any]
+# A schema node made into a function: checks one value, adding (link, message) to the list.
+_Check = Callable[[Any, _Link, list[tuple[Any, str]]], None]
+_CHECKS: dict[int, tuple[Schema, _Check]] = {}
 
 
 def _spelled(link: _Link) -> FieldPath:
@@ -78,34 +81,75 @@ def _spelled(link: _Link) -> FieldPath:
     return (*link[0], *reversed(keys))
 
 
-def _visit(value: Any, schema: Schema, link: _Link, out: list[tuple[Any, str]]) -> None:
+def _check_for(schema: Schema) -> _Check:
+    """The check `schema` compiles to, made on first use: each admission then runs the
+    checks without reading the schema again (what kind of node, which fields are leaves).
+    Keyed by identity, with the schema kept beside it so the key stays its own."""
+    found = _CHECKS.get(id(schema))
+    if found is None or found[0] is not schema:
+        if len(_CHECKS) >= 64:  # schemas are this module's constants: a few at most
+            _CHECKS.clear()
+        found = _CHECKS[id(schema)] = (schema, _compile(schema))
+    return found[1]
+
+
+def _compile(schema: Schema) -> _Check:
     if isinstance(schema, str):
-        if schema != "quantity" and not _fits(value, schema):
-            out.append((link, _scalar_message(value, schema)))
-        return
+        return _leaf_check(schema)
     kind, inner = schema
     if kind == "object":
+        return _object_check(inner)
+    if kind == "list":
+        return _list_check(inner)
+    return _map_check(inner)
+
+
+def _leaf_check(kind: str) -> _Check:
+    def check(value: Any, link: _Link, out: list[tuple[Any, str]]) -> None:
+        if kind != "quantity" and not _fits(value, kind):
+            out.append((link, _scalar_message(value, kind)))
+    return check
+
+
+def _object_check(fields: Mapping[str, Schema]) -> _Check:
+    # (field, its scalar type or "", whether it is text, the check of a nested schema);
+    # quantities are left out: they are the quantity rule's
+    plan = tuple(
+        (name, sub, sub in _TEXT, None) if isinstance(sub, str) else (name, "", False,
+                                                                     _compile(sub))
+        for name, sub in fields.items() if sub != "quantity")
+
+    def check(value: Any, link: _Link, out: list[tuple[Any, str]]) -> None:
         if not isinstance(value, dict):
             out.append((link, f"must be an object, got {type_name(value)}"))
             return
-        for field, sub in inner.items():
-            child = value.get(field)
+        for name, leaf, text, nested in plan:
+            child = value.get(name)
             if child is None:
                 continue
-            if sub.__class__ is str:  # a leaf, checked here: most fields are
-                if child.__class__ is str and sub in _TEXT:
-                    continue  # the common case, decided without a call
-                if sub != "quantity" and not _fits(child, sub):
-                    out.append(((link, field), _scalar_message(child, sub)))
-            else:
-                _visit(child, sub, (link, field), out)
-    elif kind == "list":
+            if nested is not None:
+                nested(child, (link, name), out)
+            elif not (text and child.__class__ is str) and not _fits(child, leaf):
+                out.append(((link, name), _scalar_message(child, leaf)))
+    return check
+
+
+def _list_check(inner: Schema) -> _Check:
+    item_check = _compile(inner)
+    text = isinstance(inner, str) and inner in _TEXT
+
+    def check(value: Any, link: _Link, out: list[tuple[Any, str]]) -> None:
         if not isinstance(value, list):
             out.append((link, f"must be a list, got {type_name(value)}"))
             return
         for index, item in enumerate(value):
-            _visit(item, inner, (link, index), out)
-    else:  # map
+            if not (text and item.__class__ is str):  # a label value: decided here
+                item_check(item, (link, index), out)
+    return check
+
+
+def _map_check(inner: str) -> _Check:
+    def check(value: Any, link: _Link, out: list[tuple[Any, str]]) -> None:
         if not isinstance(value, dict):
             out.append((link, f"must be an object, got {type_name(value)}"))
             return
@@ -117,6 +161,7 @@ def _visit(value: Any, schema: Schema, link: _Link, out: list[tuple[Any, str]]) 
             elif inner != "quantity" and not (item.__class__ is str and inner in _TEXT) \
                     and not _fits(item, inner):
                 out.append(((link, key), _scalar_message(item, inner)))
+    return check
 
 
 def _fits(value: Any, kind: str) -> bool:

@@ -35,6 +35,8 @@ _SOURCES = ("resourceClaimName", "resourceClaimTemplateName")
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     refs = view.spec.get("resourceClaims")
+    if not refs and not any(_lists_claims(c.spec) for c in view.demand.containers):
+        return  # nothing names a claim (almost every GPU pod): nothing to check
     bound = view.spec.get("nodeName")
     if view.is_pod and not view.started and isinstance(bound, str) and bound \
             and isinstance(refs, list) and refs:
@@ -94,6 +96,11 @@ def check_claim(view: ClaimView, policy: GPUPolicy, context: Context) -> Iterato
     for problem in view.claim.problems:
         if problem.kind == "malformed":
             yield Finding(ID, problem.message, problem.path)
+
+
+def _lists_claims(container: Any) -> bool:
+    resources = container.get("resources")
+    return isinstance(resources, dict) and bool(resources.get("claims"))
 
 
 def _entries(container: Any) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -17,7 +17,7 @@ from policies.decision import Finding
 from policies.display import shown
 from policies.model import GPUPolicy
 from policies.quantity import QuantityError, parse_quantity
-from policies.rules._common import accelerator_names, sections
+from policies.rules._common import accelerator_sections
 from policies.view import PodView
 
 ID = "gpu-quantity-not-integer"
@@ -27,9 +27,9 @@ HINT = ("for a share of a GPU use a MIG profile, HAMi nvidia.com/gpumem / nvidia
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
-    for container in view.demand.containers:
-        for section, values in sections(container):
-            for name in accelerator_names(values):
+    for container, named in accelerator_sections(view):
+        for section, values, names in named:
+            for name in names:
                 path = (*container.path, container.resources_field, section, name)
                 raw = values[name]
                 try:

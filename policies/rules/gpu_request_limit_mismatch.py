@@ -20,17 +20,16 @@ INTRINSIC = True
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
-    for container in view.demand.containers:
-        for name, requests, limits in requested_accelerators(container):
-            if name not in limits:
-                continue
-            try:
-                equal = parse_quantity(requests[name]) == parse_quantity(limits[name])
-            except QuantityError:
-                continue  # gpu-quantity-not-integer says why
-            if not equal:
-                yield Finding(
-                    ID,
-                    f"request {requests[name]} must be equal to {name} limit of {limits[name]}",
-                    (*container.path, "resources", "requests", name),
-                )
+    for container, name, requests, limits in requested_accelerators(view):
+        if name not in limits:
+            continue
+        try:
+            equal = parse_quantity(requests[name]) == parse_quantity(limits[name])
+        except QuantityError:
+            continue  # gpu-quantity-not-integer says why
+        if not equal:
+            yield Finding(
+                ID,
+                f"request {requests[name]} must be equal to {name} limit of {limits[name]}",
+                (*container.path, "resources", "requests", name),
+            )

@@ -21,13 +21,12 @@ INTRINSIC = True
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
-    for container in view.demand.containers:
-        for name, requests, limits in requested_accelerators(container):
-            if name not in limits:
-                yield Finding(
-                    ID,
-                    f"{name} is requested ({requests[name]}) without a limit; the API server "
-                    "refuses it (Limit must be set for non overcommitable resources): "
-                    f"set limits.{name} to the same value",
-                    (*container.path, "resources", "requests", name),
-                )
+    for container, name, requests, limits in requested_accelerators(view):
+        if name not in limits:
+            yield Finding(
+                ID,
+                f"{name} is requested ({requests[name]}) without a limit; the API server "
+                "refuses it (Limit must be set for non overcommitable resources): "
+                f"set limits.{name} to the same value",
+                (*container.path, "resources", "requests", name),
+            )
