@@ -1,5 +1,5 @@
 """Pay for what the input uses: which modules one `gpupolicy` run loads, in a fresh process.
-`--help` and `--version` build no pydantic model. A plain Pod loads no CEL (cel_expr_python's
+`--help` and `--version` build no pydantic model; `--help` reads no installed version. A plain Pod loads no CEL (cel_expr_python's
 native library and re2: ~18 MB), no DRA allocator and no DRA object model (the parsers and
 their ~20 dataclasses): only the small helpers that find a pod has no claim. A claim with a
 DeviceClass loads them, so the lazy path stays exercised."""
@@ -103,8 +103,10 @@ OBJECT_MODEL = ("policies.dra.objects", "policies.dra.pools", "policies.dra.valu
 
 # (what, files to write, command line, modules loaded, modules not loaded)
 CASES = [
-    ("help, which needs no policy", {}, ["--help"], (), ("pydantic", "policies.model")),
-    ("version", {}, ["--version"], (), ("pydantic", "policies.model")),
+    # --help reads no installed version (importlib.metadata: ~15 ms) and no engine type
+    ("help, which needs no policy", {}, ["--help"], (),
+     ("pydantic", "policies.model", "importlib.metadata", "policies.decision", "dataclasses")),
+    ("version", {}, ["--version"], ("importlib.metadata",), ("pydantic", "policies.model")),
     ("plain GPU pod", {"pod.yaml": POD}, ["lint", "pod.yaml"], (), (*CEL, *ALLOCATOR, *OBJECT_MODEL)),
     ("plain GPU pod, JSON report", {"pod.yaml": POD}, ["lint", "-o", "json", "pod.yaml"], (),
      (*CEL, *ALLOCATOR, *OBJECT_MODEL)),

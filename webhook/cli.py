@@ -12,9 +12,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import TextIO
-
-from webhook.output.findings import version
+from typing import Any, TextIO
 
 DESCRIPTION = ("GPU-aware admission control for Kubernetes: one engine behind the admission "
                "webhook, the manifest linter and the cluster audit.")
@@ -38,9 +36,25 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class _Version(argparse.Action):
+    """`--version`, reading the installed version only when asked: importlib.metadata costs
+    about 15 ms of imports, which every `--help` and mistyped command paid."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show program's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        from webhook.output.findings import version  # the policy engine's types, too
+
+        sys.stdout.write(f"gpupolicy {version()}\n")
+        parser.exit()
+
+
 def top_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpupolicy", description=DESCRIPTION, epilog=EPILOG)
-    parser.add_argument("--version", action="version", version=f"gpupolicy {version()}")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
