@@ -6,7 +6,6 @@ Text in, models out: reading files is the caller's job (webhook/inputs/sources.p
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Iterable
@@ -193,6 +192,8 @@ def _did_you_mean(loc: FieldPath, root: type[BaseModel]) -> str:
     typed = str(loc[-1]) if loc else ""
     if not known:
         return ""
+    import difflib  # here: only a misspelt field needs it (1 ms of import on every run)
+
     by_case = {name.lower(): name for name in known}
     close = ([by_case[typed.lower()]] if typed.lower() in by_case
              else difflib.get_close_matches(typed, known, n=1, cutoff=0.6))
