@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, get_args
+from typing import Any, NamedTuple, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -19,8 +18,7 @@ from policies.model import API_VERSION, KIND, GPUPolicy
 from policies.paths import FieldPath, to_display
 
 
-@dataclass(frozen=True)
-class PolicyProblem:
+class PolicyProblem(NamedTuple):
     source: str
     document: int  # 1-based
     line: int  # 1-based, 0 when unknown
