@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
@@ -206,8 +205,7 @@ def _environment() -> Any:
     return _ENV
 
 
-@dataclass(frozen=True, slots=True)
-class Program:
+class Program(NamedTuple):
     expression: str
     compiled: Any  # cel-expr-python Expression; None when `error` is set
     error: str  # the compiler's message, "" when it compiled
@@ -294,8 +292,7 @@ def device_data(device: Device, domains: tuple[str, ...] = ()) -> dict[str, Any]
             "allowMultipleAllocations": device.allow_multiple}
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(NamedTuple):
     matches: bool
     error: str = ""  # a runtime error: the scheduler aborts the pod on it
 
