@@ -8,10 +8,10 @@ whose amounts are unknown and so not checked.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from policies.catalog import GPUS_PER_NODE, Catalog, GPUModel
 from policies.display import shown, type_name
@@ -203,8 +203,7 @@ def _checks(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[tuple[str,
     yield from (("", reason) for reason in _reasons(need, pool))
 
 
-@dataclass(frozen=True, slots=True)
-class _Need:
+class _Need(NamedTuple):
     """What the pod asks of a node, worked out once for all pools."""
 
     spec: Mapping[str, Any]
@@ -215,14 +214,14 @@ class _Need:
     memory_mb: tuple[tuple[str, str, Number], ...]  # (container, resource, MB of one GPU)
     tolerations: tuple[Mapping[str, Any], ...]
     most_gpus_in_a_container: Number
+    # The resources the containers ask for, as read (names a DeviceClass serves included).
+    resources: Mapping[str, Resource]
     node_name: str = ""
     # False when the pod spec's kind has no tolerations or selectors of its own (Kubeflow
     # Trainer: the runtime's template has them): taints and labels cannot be judged here.
     scheduling_known: bool = True
     gpushare_cards: int = 1
     fraction: FractionRequest | None = None
-    # The resources the containers ask for, as read (names a DeviceClass serves included).
-    resources: Mapping[str, Resource] = field(default_factory=dict)
 
     def resource(self, name: str) -> Resource | None:
         return self.resources.get(name) or classify(name)
