@@ -8,7 +8,6 @@ whose amounts are unknown and so not checked.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -50,8 +49,7 @@ def insufficient(resource: str) -> str:
     return f"Insufficient {resource}"
 
 
-@dataclass(frozen=True, slots=True)
-class PoolVerdict:
+class PoolVerdict(NamedTuple):
     pool: str
     nodes: int
     model: str
@@ -106,7 +104,7 @@ def pool_verdicts(
                 f"spec.nodeName {need.node_name} is not a schedulable node of the inventory",
             )))]
         # the scheduler is bypassed: the kubelet refuses what does not fit, in its own words
-        return [(replace(pool, node_names=(need.node_name,)),
+        return [(pool._replace(node_names=(need.node_name,)),
                  _verdict(f"{pool.name} (node {need.node_name})", 1, pool,
                           (("", r) for _, r in _checks(need, pool, amounts_known))))
                 for pool in bound]
@@ -196,7 +194,7 @@ def _checks(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[tuple[str,
             yield (NODE_NAME,
                    f"the pod is bound to node {need.node_name} (spec.nodeName), not one of these")
             return
-        pool = replace(pool, node_names=(need.node_name,))
+        pool = pool._replace(node_names=(need.node_name,))
     elif pool.cordoned and not any(tolerates(t, CORDONED) for t in need.tolerations):
         yield NODE_UNSCHEDULABLE, "the node is cordoned (spec.unschedulable)"
     yield from _scheduled(need, pool, amounts_known)
