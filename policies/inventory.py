@@ -152,6 +152,8 @@ class Pool(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Inventory:
+    """The cluster's nodes, grouped into pools, and its DRA devices when it has any."""
+
     nodes: tuple[Node, ...] = ()
     pools: tuple[Pool, ...] = ()
     dra: DraInventory | None = None  # the DRA drivers' devices and classes, when any

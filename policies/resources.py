@@ -147,6 +147,8 @@ class FractionRequest(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class PodDemand:
+    """What a pod spec asks for: its containers' accelerator resources and the totals."""
+
     containers: tuple[Container, ...]
     totals: Mapping[str, Number]
     # Families of every accelerator resource named with a valid quantity, zero included.

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class PodView:
+    """One pod spec as the rules read it: where it is, what it asks for, what it pins."""
+
     kind: str
     spec: Mapping[str, Any]
     prefix: FieldPath

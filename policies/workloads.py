@@ -61,6 +61,8 @@ class WorkloadKind(NamedTuple):
 
 @dataclass(frozen=True)
 class KindTable:
+    """The workload kinds that carry pod specs, looked up by group and kind."""
+
     kinds: tuple[WorkloadKind, ...]
     _by_key: dict[str, WorkloadKind] = field(init=False, repr=False, compare=False)
     _by_kind: dict[str, WorkloadKind | None] = field(init=False, repr=False, compare=False)

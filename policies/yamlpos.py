@@ -85,6 +85,8 @@ class SyntaxProblem(NamedTuple):
 
 @dataclass(slots=True)
 class Document:
+    """One document of a stream: its data and the node tree its positions come from."""
+
     index: int  # 1-based within the stream
     data: Any
     node: yaml.Node = field(repr=False)
@@ -154,6 +156,8 @@ class Document:
 
 @dataclass(slots=True)
 class Stream:
+    """A whole stream read at once: its documents and its problems."""
+
     documents: list[Document]
     problems: list[SyntaxProblem]
     text: str = ""

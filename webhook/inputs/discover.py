@@ -37,6 +37,8 @@ class Target(NamedTuple):
 
 @dataclass(slots=True)
 class Found:
+    """What the paths given hold: files to read, charts and overlays to render."""
+
     files: list[Path] = field(default_factory=list)
     targets: list[Target] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was left out, for -v
