@@ -9,13 +9,11 @@ omit the `NVIDIA-` prefix.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class MigProfile:
+class MigProfile(NamedTuple):
     name: str  # as NVIDIA writes it: `1g.10gb`, `1g.10gb+me`
     compute: int  # compute slices (the `g`)
     memory_gb: int
@@ -30,8 +28,7 @@ class MigProfile:
         return self.name.replace("+", ".")
 
 
-@dataclass(frozen=True, slots=True)
-class GPUModel:
+class GPUModel(NamedTuple):
     name: str  # canonical nvidia.com/gpu.product value
     products: tuple[str, ...]
     memory_mib: int

@@ -7,7 +7,6 @@ allocated at once (policies/dra/allocate.py). A claim reviewed alone asks only t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from policies.hardware import DYNAMIC_RESOURCES, PoolVerdict, pool_verdicts
@@ -72,8 +71,8 @@ def _pod_verdicts(view: PodView, inventory: Inventory, dra: DraInventory,
             reasons = min((g.reasons for g in found), key=len)
         # the scheduler runs DynamicResources after the pool's other filters
         words = verdict.scheduler or (DYNAMIC_RESOURCES if reasons else "")
-        out.append(replace(verdict, reasons=verdict.reasons + reasons, relevant=bool(found),
-                           scheduler=words))
+        out.append(verdict._replace(reasons=verdict.reasons + reasons, relevant=bool(found),
+                                    scheduler=words))
     return out
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from policies.context import Context
 
@@ -102,8 +102,7 @@ class ClusterView:
         return best
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterFinding:
+class ClusterFinding(NamedTuple):
     """What a cluster-scope rule yields: a breach on a node's device (shared GPUs), or a
     hazard of the cluster's GPU stacks (`node` names the first node concerned, if any)."""
 

@@ -27,6 +27,8 @@ _CACHED_NAMESPACES = 4096
 
 @dataclass(frozen=True, eq=False)
 class Context:
+    """Everything a review reads besides the object: policies, catalog, inventory, namespaces."""
+
     policies: Sequence[GPUPolicy]
     catalog: Catalog
     inventory: Inventory | None = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from policies.paths import FieldPath, to_display, to_pointer
@@ -14,8 +13,7 @@ Severity = Literal["error", "warning", "info"]
 Level = Literal["error", "warning"]
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
+class Finding(NamedTuple):
     """What a rule yields: a breach at a path. The engine adds policy and mode."""
 
     rule: str
@@ -25,8 +23,7 @@ class Finding:
     level: Level = "error"
 
 
-@dataclass(frozen=True, slots=True)
-class Violation:
+class Violation(NamedTuple):
     rule: str
     message: str
     path: FieldPath
@@ -105,15 +102,14 @@ class Unresolved(NamedTuple):
         return f"{to_display(self.path)}: {self.message}"
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(NamedTuple):
     allowed: bool
     # RFC 6902 ops as sent to the apiserver; `ops` holds the same ops, structured and attributed.
     patch: tuple[dict[str, Any], ...] = ()
     mutated: Any = None
     violations: tuple[Violation, ...] = ()
     gpu: bool = False
-    policies: tuple[str, ...] = field(default=())
+    policies: tuple[str, ...] = ()
     ops: tuple[PatchOp, ...] = ()
     # Why the object was not reviewed at all (a kind not in the workload-kinds table that
     # holds a pod spec); "" when it was, or had nothing to review.

@@ -8,10 +8,9 @@ whose amounts are unknown and so not checked.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from policies.catalog import GPUS_PER_NODE, Catalog, GPUModel
 from policies.display import shown, type_name
@@ -57,8 +56,7 @@ def insufficient(resource: str) -> str:
     return f"Insufficient {resource}"
 
 
-@dataclass(frozen=True, slots=True)
-class PoolVerdict:
+class PoolVerdict(NamedTuple):
     pool: str
     nodes: int
     model: str
@@ -113,7 +111,7 @@ def pool_verdicts(
                 f"spec.nodeName {need.node_name} is not a schedulable node of the inventory",
             )))]
         # the scheduler is bypassed: the kubelet refuses what does not fit, in its own words
-        return [(replace(pool, node_names=(need.node_name,)),
+        return [(pool._replace(node_names=(need.node_name,)),
                  _verdict(f"{pool.name} (node {need.node_name})", 1, pool,
                           (("", r) for _, r in _checks(need, pool, amounts_known))))
                 for pool in bound]
@@ -203,15 +201,14 @@ def _checks(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[tuple[str,
             yield (NODE_NAME,
                    f"the pod is bound to node {need.node_name} (spec.nodeName), not one of these")
             return
-        pool = replace(pool, node_names=(need.node_name,))
+        pool = pool._replace(node_names=(need.node_name,))
     elif pool.cordoned and not any(tolerates(t, CORDONED) for t in need.tolerations):
         yield NODE_UNSCHEDULABLE, "the node is cordoned (spec.unschedulable)"
     yield from _scheduled(need, pool, amounts_known)
     yield from (("", reason) for reason in _reasons(need, pool))
 
 
-@dataclass(frozen=True, slots=True)
-class _Need:
+class _Need(NamedTuple):
     """What the pod asks of a node, worked out once for all pools."""
 
     spec: Mapping[str, Any]
@@ -222,14 +219,14 @@ class _Need:
     memory_mb: tuple[tuple[str, str, Number], ...]  # (container, resource, MB of one GPU)
     tolerations: tuple[Mapping[str, Any], ...]
     most_gpus_in_a_container: Number
+    # The resources the containers ask for, as read (names a DeviceClass serves included).
+    resources: Mapping[str, Resource]
     node_name: str = ""
     # False when the pod spec's kind has no tolerations or selectors of its own (Kubeflow
     # Trainer: the runtime's template has them): taints and labels cannot be judged here.
     scheduling_known: bool = True
     gpushare_cards: int = 1
     fraction: FractionRequest | None = None
-    # The resources the containers ask for, as read (names a DeviceClass serves included).
-    resources: Mapping[str, Resource] = field(default_factory=dict)
 
     def resource(self, name: str) -> Resource | None:
         return self.resources.get(name) or classify(name)

@@ -15,8 +15,9 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from policies.catalog import Catalog, GPUModel
 from policies.quantity import QuantityError, parse_quantity
@@ -67,8 +68,7 @@ def _int_label(labels: Mapping[str, str], key: str) -> int | None:
     return int(value) if value.isdigit() else None
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
+class Node(NamedTuple):
     name: str
     labels: Mapping[str, str]
     taints: tuple[Taint, ...]
@@ -114,8 +114,7 @@ class Node:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Pool:
+class Pool(NamedTuple):
     name: str
     node_names: tuple[str, ...]
     labels: Mapping[str, str]  # labels every node shares (per-node keys removed)
@@ -125,8 +124,9 @@ class Pool:
     product: str
     gpu_count: int  # per node
     mig_strategy: str
-    # node name -> its per-node labels (kubernetes.io/hostname, ...)
-    node_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # node name -> its per-node labels (kubernetes.io/hostname, ...); the default, shared by
+    # the pools that have none, is read-only
+    node_labels: Mapping[str, Mapping[str, str]] = MappingProxyType({})
     dra_served: frozenset[str] = frozenset()  # as Node.dra_served
     cordoned: bool = False  # spec.unschedulable: the scheduler's NodeUnschedulable filter
 
@@ -152,6 +152,8 @@ class Pool:
 
 @dataclass(frozen=True, slots=True)
 class Inventory:
+    """The cluster's nodes, grouped into pools, and its DRA devices when it has any."""
+
     nodes: tuple[Node, ...] = ()
     pools: tuple[Pool, ...] = ()
     dra: DraInventory | None = None  # the DRA drivers' devices and classes, when any
@@ -226,10 +228,10 @@ def _served_by_dra(node: Node, dra: DraInventory, catalog: Catalog) -> Node:
             ("products", resource, group.name), functools.partial(products, dra, resource,
                                                                   group))})
         product = names[0] if len(names) == 1 else ""
-    return replace(node, allocatable={**node.allocatable, **added},
-                   gpu_count=node.gpu_count or added.get("nvidia.com/gpu", 0),
-                   dra_served=frozenset(added), product=product,
-                   model=node.model or (catalog.lookup(product) if product else None))
+    return node._replace(allocatable={**node.allocatable, **added},
+                         gpu_count=node.gpu_count or added.get("nvidia.com/gpu", 0),
+                         dra_served=frozenset(added), product=product,
+                         model=node.model or (catalog.lookup(product) if product else None))
 
 
 def _pool(members: list[Node], used: set[str]) -> Pool:

@@ -6,12 +6,10 @@ Text in, models out: reading files is the caller's job (webhook/inputs/sources.p
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, get_args
+from typing import Any, NamedTuple, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -20,8 +18,7 @@ from policies.model import API_VERSION, KIND, GPUPolicy
 from policies.paths import FieldPath, to_display
 
 
-@dataclass(frozen=True)
-class PolicyProblem:
+class PolicyProblem(NamedTuple):
     source: str
     document: int  # 1-based
     line: int  # 1-based, 0 when unknown
@@ -193,6 +190,8 @@ def _did_you_mean(loc: FieldPath, root: type[BaseModel]) -> str:
     typed = str(loc[-1]) if loc else ""
     if not known:
         return ""
+    import difflib  # here: only a misspelt field needs it (1 ms of import on every run)
+
     by_case = {name.lower(): name for name in known}
     close = ([by_case[typed.lower()]] if typed.lower() in by_case
              else difflib.get_close_matches(typed, known, n=1, cutoff=0.6))

@@ -13,8 +13,7 @@ pod-field-invalid reports it, and the patch must apply to what the user sent.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from policies.decision import Finding
 from policies.display import shown
@@ -30,8 +29,7 @@ VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 HIDDEN = {"name": VISIBLE_DEVICES, "value": "none"}
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(NamedTuple):
     """The merged `inject` of the policies governing one namespace, as the pod would carry it.
     Its dicts are shared between admissions: nothing may change them (Patch copies)."""
 

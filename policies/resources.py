@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from policies.display import shown
 from policies.dra.claims import gpu_kind
@@ -28,8 +28,7 @@ Family = Literal["whole", "mig", "gpushare", "hami", "volcano-vgpu", "volcano-gp
 Role = Literal["app", "init", "sidecar", "ephemeral"]
 
 
-@dataclass(frozen=True, slots=True)
-class Resource:
+class Resource(NamedTuple):
     name: str
     family: Family
     unit: str = "devices"  # devices | GiB | MB | percent
@@ -106,15 +105,13 @@ def mig_profile(name: str) -> str | None:
     return profile[: -len(".me")] + "+me" if profile.endswith(".me") else profile
 
 
-@dataclass(frozen=True, slots=True)
-class Amount:
+class Amount(NamedTuple):
     resource: Resource
     value: Number
     path: FieldPath  # where the effective value was read (limits, else requests)
 
 
-@dataclass(frozen=True, slots=True)
-class Container:
+class Container(NamedTuple):
     path: FieldPath
     name: str
     role: Role
@@ -138,8 +135,7 @@ _DECIMAL = re.compile(r"^(0|[1-9][0-9]{0,8})(\.[0-9]{1,9})?$")
 _COUNT = re.compile(r"^[1-9][0-9]{0,5}$")
 
 
-@dataclass(frozen=True, slots=True)
-class FractionRequest:
+class FractionRequest(NamedTuple):
     """A share of a GPU asked for by pod annotations (NVIDIA KAI Scheduler), as written."""
 
     path: FieldPath  # the pod's metadata.annotations
@@ -151,6 +147,8 @@ class FractionRequest:
 
 @dataclass(frozen=True, slots=True)
 class PodDemand:
+    """What a pod spec asks for: its containers' accelerator resources and the totals."""
+
     containers: tuple[Container, ...]
     totals: Mapping[str, Number]
     # Families of every accelerator resource named with a valid quantity, zero included.

@@ -12,16 +12,14 @@ error; it never raises.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from policies.shape import REQUIRED
 
 SCHEDULING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
-@dataclass(frozen=True, slots=True)
-class Taint:
+class Taint(NamedTuple):
     key: str
     value: str = ""
     effect: str = ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from policies.inventory import PRODUCT_LABELS
 from policies.paths import FieldPath
@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class PodView:
+    """One pod spec as the rules read it: where it is, what it asks for, what it pins."""
+
     kind: str
     spec: Mapping[str, Any]
     prefix: FieldPath
@@ -85,8 +87,7 @@ def _dict(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimView:
+class ClaimView(NamedTuple):
     """A ResourceClaim or ResourceClaimTemplate reviewed as an object of its own."""
 
     claim: Claim

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from policies.kinds import BUNDLED
 from policies.paths import FieldPath, to_display
@@ -34,8 +34,7 @@ _MAX_ENTRIES = 1000
 _MAX_PATHS = 64
 
 
-@dataclass(frozen=True, slots=True)
-class ContainerSlot:
+class ContainerSlot(NamedTuple):
     """A container-like object inside a pod spec, besides its containers lists."""
 
     location: PodSpecLocation  # relative to the pod spec; () is the pod spec itself
@@ -43,8 +42,7 @@ class ContainerSlot:
     gpu_field: str = ""  # Spark: a `{name, quantity}` map instead of resources
 
 
-@dataclass(frozen=True, slots=True)
-class WorkloadKind:
+class WorkloadKind(NamedTuple):
     kind: str
     group: str
     resource: str
@@ -63,6 +61,8 @@ class WorkloadKind:
 
 @dataclass(frozen=True)
 class KindTable:
+    """The workload kinds that carry pod specs, looked up by group and kind."""
+
     kinds: tuple[WorkloadKind, ...]
     _by_key: dict[str, WorkloadKind] = field(init=False, repr=False, compare=False)
     _by_kind: dict[str, WorkloadKind | None] = field(init=False, repr=False, compare=False)
@@ -317,8 +317,7 @@ def _pod_fields(entry: Mapping[str, Any], at: FieldPath, err: Any) -> frozenset[
     return frozenset(n for n in raw if n in POD_FIELDS)
 
 
-@dataclass(frozen=True, slots=True)
-class Carrier:
+class Carrier(NamedTuple):
     """One pod spec found in an object, and how its kind shapes it."""
 
     path: FieldPath

@@ -15,7 +15,7 @@ import operator
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -92,8 +92,7 @@ RULE_HELP = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class SyntaxProblem:
+class SyntaxProblem(NamedTuple):
     rule: str
     message: str
     line: int
@@ -103,6 +102,8 @@ class SyntaxProblem:
 
 @dataclass(slots=True)
 class Document:
+    """One document of a stream: its data and the node tree its positions come from."""
+
     index: int  # 1-based within the stream
     data: Any
     node: yaml.Node = field(repr=False)
@@ -172,6 +173,8 @@ class Document:
 
 @dataclass(slots=True)
 class Stream:
+    """A whole stream read at once: its documents and its problems."""
+
     documents: list[Document]
     problems: list[SyntaxProblem]
     text: str = ""

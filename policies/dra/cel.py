@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from cel_expr_python import cel
 
@@ -226,8 +225,7 @@ def _compile(expression: str) -> Any:
     return _environment(True).compile(expression)
 
 
-@dataclass(frozen=True, slots=True)
-class Program:
+class Program(NamedTuple):
     expression: str
     compiled: Any  # cel-expr-python Expression; None when `error` is set
     error: str  # the compiler's message, "" when it compiled
@@ -314,8 +312,7 @@ def device_data(device: Device, domains: tuple[str, ...] = ()) -> dict[str, Any]
             "allowMultipleAllocations": device.allow_multiple}
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(NamedTuple):
     matches: bool
     error: str = ""  # a runtime error: the scheduler aborts the pod on it
 

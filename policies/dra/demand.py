@@ -6,8 +6,7 @@ demand, so the pod is a GPU pod and the policies' injections apply to it (DESIGN
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from policies.decision import Unresolved
 from policies.dra.claims import Demand, GpuKind, devices_of, gpu_demand
@@ -20,8 +19,7 @@ if TYPE_CHECKING:  # the DRA object model loads once an input holds a claim or a
 Claims = Mapping[tuple[str, str, str], "Claim"]
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimUse:
+class ClaimUse(NamedTuple):
     """One entry of a pod's spec.resourceClaims, resolved to the claim it names."""
 
     path: FieldPath  # spec.resourceClaims[i]

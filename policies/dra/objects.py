@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from policies.dra.problems import Problem
 from policies.dra.values import AttributeValue, Version
@@ -30,15 +30,13 @@ MAX_STRING = 256
 AllocationMode = Literal["ExactCount", "All"]
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceTaint:
+class DeviceTaint(NamedTuple):
     key: str
     value: str
     effect: str
 
 
-@dataclass(frozen=True, slots=True)
-class Toleration:
+class Toleration(NamedTuple):
     key: str
     operator: str  # Equal | Exists
     value: str
@@ -52,8 +50,7 @@ class Toleration:
         return self.key == taint.key and self.value == taint.value
 
 
-@dataclass(frozen=True, slots=True)
-class CapacityPolicy:
+class CapacityPolicy(NamedTuple):
     """capacity.<name>.requestPolicy of a device that allows multiple allocations."""
 
     default: Number | None
@@ -116,14 +113,12 @@ class ResourceSlice:
     problems: tuple[Problem, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Selector:
+class Selector(NamedTuple):
     expression: str
     path: FieldPath
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceClass:
+class DeviceClass(NamedTuple):
     name: str
     selectors: tuple[Selector, ...]
     extended_resource_name: str | None
@@ -146,8 +141,7 @@ class Request:
     path: FieldPath
 
 
-@dataclass(frozen=True, slots=True)
-class RequestSlot:
+class RequestSlot(NamedTuple):
     """One entry of spec.devices.requests: a single request, or alternatives tried in order."""
 
     name: str
@@ -155,16 +149,14 @@ class RequestSlot:
     path: FieldPath
 
 
-@dataclass(frozen=True, slots=True)
-class Constraint:
+class Constraint(NamedTuple):
     requests: tuple[str, ...]  # empty: every request of the claim
     match_attribute: str | None
     distinct_attribute: str | None
     path: FieldPath
 
 
-@dataclass(frozen=True, slots=True)
-class Claim:
+class Claim(NamedTuple):
     kind: str  # ResourceClaim | ResourceClaimTemplate
     name: str
     namespace: str

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from policies.dra.objects import Device, DeviceClass, ResourceSlice
 from policies.dra.parse_slices import parse_device_class, parse_slice
@@ -28,8 +28,7 @@ MEMO_LIMIT = 4096
 _MISSING = object()
 
 
-@dataclass(frozen=True, slots=True)
-class Pool:
+class Pool(NamedTuple):
     driver: str
     name: str
     generation: int
@@ -59,8 +58,7 @@ class Pool:
                 tuple(sorted((k, tuple(sorted(v.items()))) for k, v in self.counters.items())))
 
 
-@dataclass(frozen=True, slots=True)
-class NodeGroup:
+class NodeGroup(NamedTuple):
     """Nodes that see the same devices; `pools` are those of the first node (`name`)."""
 
     name: str

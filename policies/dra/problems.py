@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from policies.paths import FieldPath
 
@@ -12,8 +11,7 @@ from policies.paths import FieldPath
 ProblemKind = Literal["malformed", "selector-invalid", "advice"]
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
+class Problem(NamedTuple):
     path: FieldPath
     message: str
     kind: ProblemKind = "malformed"

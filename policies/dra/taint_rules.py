@@ -8,8 +8,8 @@ selector picks every device, an absent one none.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
+from typing import Any, NamedTuple
 
 from policies.dra.objects import Device, DeviceTaint, ResourceSlice
 from policies.dra.problems import Problem
@@ -19,8 +19,7 @@ from policies.dra.reader import Reader, read_meta
 EFFECTS = ("None", "NoSchedule", "NoExecute")
 
 
-@dataclass(frozen=True, slots=True)
-class TaintRule:
+class TaintRule(NamedTuple):
     name: str
     driver: str  # "" matches any
     pool: str

@@ -101,6 +101,8 @@ class Edit:
 
 @dataclass(slots=True)
 class Result:
+    """What a lint run gathers: findings, fixes, the files checked and notes."""
+
     findings: list[ReportFinding] = field(default_factory=list)
     edits: dict[str, list[Edit]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
@@ -254,6 +256,8 @@ def emit(args: argparse.Namespace, result: Result, stdout: TextIO, stderr: TextI
 
 @dataclass(slots=True)
 class Collected:
+    """The inputs of a lint run: files or standard input, and what to render."""
+
     inputs: list[tuple[str, bytes | None]]  # (name, bytes for stdin / None for a file to read)
     targets: list[Target]  # charts and overlays to render
     notes: list[str]  # what was left out, for -v

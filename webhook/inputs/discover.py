@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from policies import yamlpos
 from webhook.inputs.sources import SUFFIXES, SourceError
@@ -28,8 +28,7 @@ KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization
 IGNORE_FILE = ".gpupolicyignore"
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
+class Target(NamedTuple):
     """A chart or an overlay to render."""
 
     kind: Literal["helm", "kustomize"]
@@ -38,6 +37,8 @@ class Target:
 
 @dataclass(slots=True)
 class Found:
+    """What the paths given hold: files to read, charts and overlays to render."""
+
     files: list[Path] = field(default_factory=list)
     targets: list[Target] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was left out, for -v
@@ -52,8 +53,7 @@ def kustomization_file(folder: Path) -> Path | None:
 
 # ---- ignore patterns ------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class _Pattern:
+class _Pattern(NamedTuple):
     regex: re.Pattern[str]
     negate: bool
     folders_only: bool

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from policies import yamlpos
 from policies.catalog import Catalog
@@ -398,8 +398,7 @@ def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
 
 
-@dataclass(frozen=True)
-class Invalid:
+class Invalid(NamedTuple):
     """A GPUPolicy object that did not validate; kept so it can be reported until fixed."""
 
     name: str

@@ -41,6 +41,8 @@ def version() -> str:
 
 @dataclass(frozen=True, slots=True)
 class Finding:
+    """One line of a report: a rule's finding, placed at a file position or an object."""
+
     rule: str
     severity: Severity
     message: str
