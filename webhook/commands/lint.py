@@ -192,11 +192,12 @@ def heap_frozen() -> Iterator[None]:
     makes many objects that live until their file is done, so collections run often, and
     each older-generation one walked every object the imports and the context made (a
     tenth of the corpus lint). Young objects are still collected, less often; all is as it
-    was after the block. Nothing is done when something else froze the heap or turned
-    collection off."""
-    if gc.get_freeze_count() or not gc.isenabled():
+    was after the block, except that what an earlier freeze held (the command's import, in
+    the cli) stays frozen with what this one added. Nothing is done with collection off."""
+    if not gc.isenabled():
         yield
         return
+    frozen_before = gc.get_freeze_count()
     thresholds = gc.get_threshold()
     gc.freeze()
     # and the young ones less often: most of what reading makes is freed by reference count
@@ -205,7 +206,8 @@ def heap_frozen() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*thresholds)
-        gc.unfreeze()
+        if not frozen_before:
+            gc.unfreeze()
 
 
 def render_target(target: Target, args: argparse.Namespace) -> tuple[bytes, Path | None]:
