@@ -63,12 +63,17 @@ def review(
     namespace: str | None = None,
     operation: str = "CREATE",
     subresource: str = "",
+    judge: bool = True,
 ) -> Decision:
-    """What the webhooks would do with `obj`: the patch, and whether it may be admitted."""
+    """What the webhooks would do with `obj`: the patch, and whether it may be admitted.
+    `judge=False` is the mutating webhook's question, the patch alone: its answer carries
+    nothing else (refusing and warning are the validating webhook's, which sees the final
+    object), so the rules that find violations are not run; injection's own findings stay."""
     if operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
         return Decision(allowed=True, mutated=obj)
-    if is_claim(obj):
-        return _review_claim(obj, context, namespace_of(obj, namespace))
+    if is_claim(obj):  # never mutated: only judged
+        return _review_claim(obj, context, namespace_of(obj, namespace)) if judge \
+            else Decision(allowed=True, mutated=obj)
     specs = list(carriers(obj, context.workload_kinds))
     if not specs:
         skipped = unlisted_pod_template(obj, context.workload_kinds)
@@ -78,13 +83,14 @@ def review(
     policies = context.governing(namespace) if specs else ()
     if not policies:
         return Decision(allowed=True, mutated=obj)
-    if subresource == "ephemeralcontainers":
-        return _ephemeral(obj, specs, policies, context, namespace)
+    if subresource == "ephemeralcontainers":  # never mutated: only judged
+        return _ephemeral(obj, specs, policies, context, namespace) if judge \
+            else Decision(allowed=True, mutated=obj)
     if subresource:  # status, resize, binding...: not a change of what the pod asks for
         return Decision(allowed=True, mutated=obj)
 
     patch, found, views = _mutate(obj, specs, policies, namespace, context)
-    for view in views:
+    for view in views if judge else ():
         found += _check(view, policies, context)
     # (most admissions find nothing: the empty cases cost no generator)
     violations = tuple([_violation(policy, f) for policy, f in found]) if found else ()

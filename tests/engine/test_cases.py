@@ -35,3 +35,20 @@ def test_case(case: Case) -> None:
 
 def test_table_is_large_enough() -> None:
     assert len(CASES) >= 80
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_the_mutating_question_gives_the_same_patch(case: Case) -> None:
+    """/mutate asks review() for the patch alone (judge=False): the same patch and mutated
+    object as the full review, and no violation the rules would find, only injection's."""
+    context = context_for(case)
+    full = review(case.object, context, namespace=case.namespace)
+    patch_only = review(case.object, context, namespace=case.namespace, judge=False)
+    assert patch_only.patch == full.patch
+    assert patch_only.mutated == full.mutated
+    assert set(patch_only.violations) <= set(full.violations)
+    assert {v.rule for v in patch_only.violations} <= INJECTION_RULES
+
+
+# what injecting itself finds (policies/mutate.py), not a rule's verdict
+INJECTION_RULES = {"pod-spec-malformed", "node-selector-conflict"}

@@ -88,8 +88,8 @@ def create_app(state: State, *, max_body: int = admission.MAX_BODY,
         subresource = req.get("subResource") or ""
         decision: Decision | None = None
         try:
-            decision = review(obj, state.context, namespace=namespace,
-                              operation=operation, subresource=subresource)
+            decision = review(obj, state.context, namespace=namespace, operation=operation,
+                              subresource=subresource, judge=webhook == "validate")
             answer = admission.build_response(req, decision, webhook)
             outcome = _outcome(answer["response"])
             data = admission.encode(answer)
