@@ -1,6 +1,7 @@
 """Webhook throughput: `wrk` against `gpupolicy serve` (2 gthread workers, loopback TLS,
 keep-alive), GPU-pod AdmissionReviews on /mutate and /validate, 4 connections, 7 interleaved
-rounds of 5 s each, against two baselines in the same run: a do-nothing Flask endpoint served
+rounds of 5 s each (one whose connections all fell on one worker run again, up to twice),
+against two baselines in the same run: a do-nothing Flask endpoint served
 by the very same stack (bench/noop_app.py), and the same app on stock gunicorn (`-k gthread`,
 same workers, threads, TLS files and keep-alive). Then the workers' resident memory before and after
 100,000 more requests.
@@ -41,6 +42,10 @@ DURATION = 5
 CONNECTIONS = 4
 RSS_REQUESTS = 100_000
 ROUNDS = 7  # CPU per request is the median over the rounds: one busy moment moves one round
+# A round whose connections all landed on one worker is run again, at most this many times:
+# without it an endpoint's median could rest on one balanced round, and the ratio to stock
+# moved by 0.1 from one run to the next.
+RETRIES = 2
 BALANCED = 0.6  # busiest worker's share of the CPU time at most this: both workers served
 
 LUA = """wrk.method = "POST"
@@ -295,12 +300,15 @@ def compare(targets: list[tuple[str, subprocess.Popen[bytes], int, str]], script
     cpu: dict[str, tuple[tuple[float, float], ...]] = {}
     for _ in range(ROUNDS):
         for name, proc, port, path in targets:
-            run = measure(name, proc.pid, f"https://127.0.0.1:{port}/{path}", script)
-            errors[name] = errors.get(name, 0) + run.errors
-            rounds[name] = (*rounds.get(name, ()), run.rps)
-            cpu[name] = (*cpu.get(name, ()), (run.cpu_us, run.busiest))
-            if name not in best or _rank(run) > _rank(best[name]):
-                best[name] = run
+            for _ in range(1 + RETRIES):
+                run = measure(name, proc.pid, f"https://127.0.0.1:{port}/{path}", script)
+                errors[name] = errors.get(name, 0) + run.errors
+                rounds[name] = (*rounds.get(name, ()), run.rps)
+                cpu[name] = (*cpu.get(name, ()), (run.cpu_us, run.busiest))
+                if name not in best or _rank(run) > _rank(best[name]):
+                    best[name] = run
+                if run.busiest <= BALANCED:
+                    break
     runs = [best[name] for name, _, _, _ in targets]
     for run in runs:
         run.errors, run.rounds = errors[run.name], rounds[run.name]
