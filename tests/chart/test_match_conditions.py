@@ -44,12 +44,16 @@ def _hook_for(obj: dict[str, Any], values: str = "default") -> dict[str, Any]:
 
 
 def evaluate(expression: str, obj: dict[str, Any], *, operation: str = "CREATE",
-             old: dict[str, Any] | None = None) -> bool:
+             old: dict[str, Any] | None = None, user: str | None = "alice") -> bool:
+    """`user` is request.userInfo.username (None: a request without userInfo)."""
     if expression not in _PROGRAMS:
         _PROGRAMS[expression] = _ENV.program(_ENV.compile(expression))
+    request: dict[str, Any] = {"operation": operation}
+    if user is not None:
+        request["userInfo"] = {"username": user, "groups": ["system:authenticated"]}
     result = _PROGRAMS[expression].evaluate({
         "object": json_to_cel(obj), "oldObject": json_to_cel(old),
-        "request": json_to_cel({"operation": operation}),
+        "request": json_to_cel(request),
     })
     if isinstance(result, CELEvalError):
         raise AssertionError(f"CEL error on {obj['kind']}: {result}")
@@ -270,7 +274,8 @@ def test_validation_skips_updates_that_leave_the_spec_alone(
     operation: str, obj: dict[str, Any], old: dict[str, Any] | None, sent: bool,
 ) -> None:
     hook = _hook_for(_GPU_POD)
-    assert [c["name"] for c in hook["matchConditions"]] == ["gpu-related", "spec-changed"]
+    assert [c["name"] for c in hook["matchConditions"]] == ["gpu-related",
+                                                             "spec-or-scheduling-changed"]
     results = [evaluate(c["expression"], obj, operation=operation, old=old)
                for c in hook["matchConditions"]]
     assert all(results) is sent

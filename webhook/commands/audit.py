@@ -10,8 +10,9 @@ holding those objects.
 
 Pods are reported as pods (what runs); ResourceClaims and ResourceClaimTemplates (DRA) as
 claims; every other kind as a template. A ReplicaSet owned by a Deployment and a Job owned by
-a CronJob are skipped (their owner's template is audited), and so is a ResourceClaim generated
-for one pod from a template (the template is audited, and the pod's claims resolve to it).
+a CronJob are skipped (their owner's template is audited). Every ResourceClaim is audited,
+one that says it was made for a pod from a template included: its annotation and owner are
+the writer's to set, so they cannot tell the resource claim controller's claims from a user's.
 Exit 0 when nothing would be refused, 1 when something would, 2 on usage or access errors.
 
 A list page that fails (a 5xx, a 429, no answer) is asked for again a few times with a
@@ -342,8 +343,6 @@ def _say_what_sarif_left_out(collector: Collector, warn: Callable[[str], None]) 
 
 
 def _owned(kind: str, meta: Mapping[str, Any]) -> bool:
-    if kind == "ResourceClaim" and sources.generated_for_pod(meta):
-        return True
     refs = meta.get("ownerReferences")
     for ref in refs if isinstance(refs, list) else ():
         if isinstance(ref, dict) and ref.get("controller") and (kind, ref.get("kind")) in OWNED:
