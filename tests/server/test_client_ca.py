@@ -108,3 +108,33 @@ def test_a_client_ca_with_no_certificate_stops_the_start(tls_dir: Path, tmp_path
                        str(tls_dir / "tls.key"), "--client-ca", str(empty),
                        "--policies", str(POLICIES)], tmp_path, ca=tls_dir / "ca.crt",
                       timeout=15)
+
+
+def test_a_replaced_client_ca_is_read_again(tls_dir: Path, tmp_path: Path) -> None:
+    """The CA file changes (a rotated ConfigMap): new connections are checked against the new
+    CA, with no restart."""
+    first, second = certs.build_ca("first-ca"), certs.build_ca("second-ca")
+    old_client = _client_cert(first, tmp_path, "old-client")
+    new_client = _client_cert(second, tmp_path, "new-client")
+    ca_file = tmp_path / "client-ca.crt"
+    ca_file.write_bytes(first.cert.public_bytes(serialization.Encoding.PEM))
+    srv = harness.start(
+        ["--tls-cert", str(tls_dir / "tls.crt"), "--tls-key", str(tls_dir / "tls.key"),
+         "--client-ca", str(ca_file), "--policies", str(POLICIES), "--workers", "1"],
+        tmp_path, ca=tls_dir / "ca.crt", client=old_client)
+    try:
+        assert _get(srv, old_client) == 200
+        replaced = tmp_path / "client-ca.new"
+        replaced.write_bytes(second.cert.public_bytes(serialization.Encoding.PEM))
+        replaced.replace(ca_file)  # as the kubelet swaps a ConfigMap's files: a new inode
+
+        def answered(client: tuple[Path, Path]) -> bool:
+            try:
+                return _get(srv, client) == 200
+            except (ssl.SSLError, ConnectionError, http.client.HTTPException):
+                return False
+
+        harness.wait_for(lambda: answered(new_client), 10, "the new CA in use")
+        assert not answered(old_client)
+    finally:
+        srv.stop()
