@@ -383,7 +383,14 @@ class SharedDevices(NamedTuple):
 
     devices: int
     path: FieldPath
-    what: str  # how a message names the form
+    # how a message names the form: (the name asked for, what it asks, why so many devices),
+    # put together only when a rule reports it
+    parts: tuple[str, object, str]
+
+    @property
+    def what(self) -> str:
+        name, value, why = self.parts
+        return f"{name} {value}{why}" if value != "" else f"{name}{why}"
 
 
 def container_shares(container: Container, cards: int = 1) -> list[SharedDevices]:
@@ -399,19 +406,19 @@ def container_shares(container: Container, cards: int = 1) -> list[SharedDevices
     for family, first in families.items():
         if family == "hami":
             if "whole" not in families:
-                found.append(SharedDevices(1, first.path, f"{first.resource.name} (one HAMi "
-                                           "vGPU)"))
+                found.append(SharedDevices(1, first.path, (first.resource.name, "",
+                                                            " (one HAMi vGPU)")))
         elif family in _DEVICE_COUNT:
             count = container.amounts.get(_DEVICE_COUNT[family])
             if count is not None and count.value > 0:
                 found.append(SharedDevices(_ceil(count.value), count.path,
-                                           f"{count.resource.name} {count.value}"))
+                                           (count.resource.name, count.value, "")))
             else:
-                found.append(SharedDevices(1, first.path, f"{first.resource.name} (one "
-                                           "shared device)"))
+                found.append(SharedDevices(1, first.path, (first.resource.name, "",
+                                                            " (one shared device)")))
         elif family == "gpushare" and first.resource.name != ACK_CARDS:
-            found.append(SharedDevices(cards, first.path, f"{first.resource.name} on {cards} "
-                                       f"card{'s' * (cards != 1)}"))
+            found.append(SharedDevices(cards, first.path, (
+                first.resource.name, "", f" on {cards} card{'s' * (cards != 1)}")))
     return found
 
 
@@ -422,11 +429,12 @@ def kai_share(fraction: FractionRequest | None) -> SharedDevices | None:
     if fraction is None or (fraction.fraction is None and fraction.memory_mib is None):
         return None
     if fraction.fraction is None:
-        return SharedDevices(1, (*fraction.path, KAI_MEMORY), f"{KAI_MEMORY} on one device")
+        return SharedDevices(1, (*fraction.path, KAI_MEMORY), (KAI_MEMORY, "",
+                                                                " on one device"))
     devices = fraction.devices if fraction.memory_mib is None else 1
     return SharedDevices(devices, (*fraction.path, KAI_DEVICES if devices > 1 else KAI_FRACTION),
-                         f"{KAI_FRACTION} {fraction.fraction} of each of {devices} "
-                         f"device{'s' * (devices != 1)}")
+                         (KAI_FRACTION, fraction.fraction, f" of each of {devices} device"
+                          f"{'s' * (devices != 1)}" if devices != 1 else " of one device"))
 
 
 def shared_gpus(found: PodDemand) -> tuple[int, list[SharedDevices]]:
