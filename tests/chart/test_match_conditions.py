@@ -395,3 +395,25 @@ def test_the_chart_sends_every_scheduling_key_the_engine_reads() -> None:
                              "values.yaml").read_text())["webhooks"]["schedulingMetadata"]
     assert {KAI_FRACTION, KAI_MEMORY, KAI_DEVICES} <= set(values["annotations"])
     assert ACK_CARDS in values["labels"]
+
+
+# Issue 27: a user's ResourceClaim dressed as the resource claim controller's (its annotation
+# and a Pod controller reference) is sent to /validate; only the controller's own requests are
+# not. (More senders and values: test_claim_webhooks.py.)
+_FORGED = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+           "metadata": {"name": "p-gpu-x7k2q", "namespace": "ml",
+                        "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"},
+                        "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p",
+                                             "uid": "u", "controller": True}]},
+           "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
+               "deviceClassName": "gpu.nvidia.com", "count": 4}}]}}}
+
+
+@pytest.mark.parametrize(("user", "sent"), [
+    ("system:serviceaccount:ml:trainer", True),
+    ("system:serviceaccount:kube-system:resource-claim-controller", False),
+])
+def test_forged_generated_claim_is_sent(user: str, sent: bool) -> None:
+    hook = webhooks(render(), "ValidatingWebhookConfiguration")["claims.validate.gpupolicy.io"]
+    assert all(evaluate(c["expression"], _FORGED, user=user)
+               for c in hook["matchConditions"]) is sent
