@@ -175,3 +175,22 @@ def test_helm_test_pod_dry_runs_a_gpu_pod() -> None:
     role = one(render(), "Role")
     assert role["metadata"]["namespace"] == "default"
     assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ((), "system-cluster-critical"),  # a Fail-closed webhook is not the first evicted
+        (("--set", "priorityClassName=gpu-infra"), "gpu-infra"),
+        (("--set", "priorityClassName="), None),  # the cluster's default priority
+    ],
+    ids=["default", "own class", "none"],
+)
+def test_priority_class_of_the_webhook_pods(extra: tuple[str, ...], expected: str | None) -> None:
+    spec = one(render("default", extra), "Deployment")["spec"]["template"]["spec"]
+    assert spec.get("priorityClassName") == expected
+
+
+def test_a_priority_class_that_is_no_name_is_refused_by_the_schema() -> None:
+    with pytest.raises(Exception, match="priorityClassName"):
+        render("default", ("--set", "priorityClassName=Not A Name"))

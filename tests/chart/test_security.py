@@ -230,7 +230,8 @@ def test_network_policy_is_opt_in() -> None:
     [
         (("--set-json", "networkPolicy.admissionFrom=[]"),
          "networkPolicy.admissionFrom: [] would let no source reach the admission port"),
-        (("--set", "networkPolicy.admissionFrom=all"), "value must be 'any'"),
+        (("--set", "networkPolicy.admissionFrom=all"),
+         "value must be one of 'any', 'apiServer'"),
         (("--set", "networkPolicy.ingressFrom=any"), "'ingressFrom' not allowed"),
     ],
 )

@@ -157,8 +157,10 @@ def test_match_conditions_switch(values: str, extra: tuple[str, ...], present: b
         if present:
             expected = (["gpu-related"] if kind == MUTATING
                         else ["gpu-related-debug-container"] if "ephemeral" in hook["name"]
-                        else ["gpu-related", "spec-changed", "not-generated-for-a-pod"]
+                        else ["gpu-related", "spec-changed", "not-from-a-claim-controller"]
                         if hook["name"] == "claims.validate.gpupolicy.io"
+                        else ["gpu-related", "spec-or-scheduling-changed"]
+                        if hook["name"] == "pods.validate.gpupolicy.io"
                         else ["gpu-related", "spec-changed"])
             assert [c["name"] for c in hook["matchConditions"]] == expected
 

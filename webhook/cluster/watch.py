@@ -9,9 +9,9 @@ webhook.inputs.state.State.
 - DRA (resource.k8s.io/v1, optional: a cluster without the API has none): ResourceSlices and
   DeviceClasses join the Inventory; ResourceClaims and ResourceClaimTemplates, each parsed once
   on arrival, become Context.claims, which a pod's spec.resourceClaims resolve against. Only the
-  parsed claim is kept, and claims generated for one pod from a template are not kept at all
-  (a pod spec names the template, never them), so status updates and per-pod claims cost no
-  memory and publish nothing.
+  parsed claim is kept, so status updates publish nothing. Claims made for one pod from a
+  template are kept too: what marks them (an annotation, a Pod owner) is the writer's to set,
+  and a pod naming such a claim by resourceClaimName is judged on it.
 - The State is told once every cache has finished its first full list, so /readyz stays 503
   until then. When the API server goes away, or answers a list or watch with an error, the
   last listed state keeps serving: `/readyz` (`errors`, as `cluster/<resource>`), the logs and

@@ -67,6 +67,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{DEFAULT_KEEPALIVE}, longer than client-go's 90)")
     parser.add_argument("--tls-cert", metavar="FILE", help="serving certificate (PEM)")
     parser.add_argument("--tls-key", metavar="FILE", help="its private key (PEM)")
+    parser.add_argument("--client-ca", metavar="FILE",
+                        help="CA bundle (PEM) the admission port's clients must present a "
+                             "certificate from (the API server's, set in its "
+                             "AdmissionConfiguration kubeConfigFile): a connection without "
+                             "one is refused in the TLS handshake; re-read when it changes")
     parser.add_argument("--certs-dir", default="certs",
                         help="where a self-signed pair is kept when no --tls-* is given "
                              "(default: ./certs)")
@@ -100,8 +105,9 @@ class TLSFiles:
     each fork), so a worker forked later (SIGHUP, a worker killed) starts from the last good
     pair the master holds, not the pair the server started with nor what is on disk now."""
 
-    def __init__(self, cert: str, key: str, names: tuple[str, ...] = ()) -> None:
-        self.cert, self.key = cert, key
+    def __init__(self, cert: str, key: str, names: tuple[str, ...] = (),
+                 client_ca: str | None = None) -> None:
+        self.cert, self.key, self.client_ca = cert, key, client_ca
         self._lock = threading.Lock()
         self._mark = self._stat()
         self._failed: Any = None  # the file state that last failed to load
@@ -114,17 +120,22 @@ class TLSFiles:
 
     def _stat(self) -> Any:
         try:
-            return tuple((s.st_mtime_ns, s.st_size, s.st_ino)
-                         for s in (os.stat(self.cert), os.stat(self.key)))
+            return tuple((s.st_mtime_ns, s.st_size, s.st_ino) for s in (
+                os.stat(path) for path in (self.cert, self.key, self.client_ca) if path))
         except OSError:
             return None
 
     def _read(self) -> tuple[bytes, bytes]:
         return Path(self.cert).read_bytes(), Path(self.key).read_bytes()
 
-    @staticmethod
-    def _build(cert_pem: bytes, key_pem: bytes) -> ssl.SSLContext:
+    def _build(self, cert_pem: bytes, key_pem: bytes) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        if self.client_ca:
+            # Every client must show a certificate this CA signed, or the handshake fails
+            # before a byte of HTTP is read. load_verify_locations raises on a file with no
+            # certificate, so a bad CA never means "no check".
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(cadata=Path(self.client_ca).read_text("ascii"))
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.options |= ssl.OP_NO_COMPRESSION
         # TLS 1.2: forward-secret AEAD suites only (no CBC, whose padding and MAC-then-encrypt
@@ -262,7 +273,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         from webhook import certs
 
         service = certs.service_names(args.service, args.service_namespace)[0]
-        tls = TLSFiles(cert, key, (service,))
+        tls = TLSFiles(cert, key, (service,), args.client_ca)
     except (OSError, ssl.SSLError, ValueError) as exc:
         stderr.write(f"gpupolicy serve: TLS certificate/key unusable: {exc}\n")
         return 2
@@ -501,6 +512,9 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
             "graceful_timeout": 10,
             "certfile": self.tls.cert,
             "keyfile": self.tls.key,
+            # (the SSLContext below is what serves; these say the same to gunicorn)
+            **({"cert_reqs": ssl.CERT_REQUIRED, "ca_certs": self.tls.client_ca}
+               if self.tls.client_ca else {}),
             "ssl_context": lambda _conf, _factory: self.tls.context(),
             "child_exit": _child_exit,
             "logger_class": _JSONLogger,

@@ -28,7 +28,9 @@ def create_app(state: State, *, max_body: int = admission.MAX_BODY,
                meters: metrics.Metrics | None = None) -> Flask:
     """The webhook app; `meters` (default: a new Metrics, flushed to PROMETHEUS_MULTIPROC_DIR
     when that is set) is where it counts, with the families of `state` added to it."""
-    app = Flask("gpupolicy")
+    # Only the admission paths and the probes: no static folder (Flask would serve
+    # /static/<path> from the package), no automatic OPTIONS answers.
+    app = Flask("gpupolicy", static_folder=None)
     log = logs.get()
     if meters is None:
         meters = metrics.Metrics(metrics.multiproc_dir())
@@ -148,21 +150,21 @@ def create_app(state: State, *, max_body: int = admission.MAX_BODY,
     app.wsgi_app = wsgi  # type: ignore[method-assign]
 
     # The apiserver drops a trailing slash; a hand-made `/mutate/` works too and never redirects.
-    @app.post("/mutate")
-    @app.post("/mutate/")
+    @app.post("/mutate", provide_automatic_options=False)
+    @app.post("/mutate/", provide_automatic_options=False)
     def mutate() -> Response:
         return admit("mutate")
 
-    @app.post("/validate")
-    @app.post("/validate/")
+    @app.post("/validate", provide_automatic_options=False)
+    @app.post("/validate/", provide_automatic_options=False)
     def validate() -> Response:
         return admit("validate")
 
-    @app.get("/healthz")
+    @app.get("/healthz", provide_automatic_options=False)
     def healthz() -> Response:
         return _json({"ok": True})
 
-    @app.get("/readyz")
+    @app.get("/readyz", provide_automatic_options=False)
     def readyz() -> Response:
         return _json(state.detail(), 200 if state.ready else 503)
 

@@ -253,11 +253,6 @@ def excluded_namespaces(given: Sequence[str] | None, own: str | None = None) -> 
 # ---- DRA claims -----------------------------------------------------------------------------
 
 ClaimKey = tuple[str, str, str]  # (kind, namespace, name): how Context.claims is keyed
-# What the resource claim controller puts on the claim it makes from a template for one pod
-# (and the scheduler on the claim behind a DRA-served extended resource): a pod spec names
-# the template, never these claims.
-_GENERATED = ("resource.kubernetes.io/pod-claim-name",
-              "resource.kubernetes.io/extended-resource-name")
 
 
 def claim_entry(obj: Mapping[str, Any], kind: str | None = None, namespace: str = "default"
@@ -265,29 +260,19 @@ def claim_entry(obj: Mapping[str, Any], kind: str | None = None, namespace: str 
     """The Context.claims key and parsed value of a ResourceClaim or ResourceClaimTemplate,
     `kind` given for list items (which come without one); `namespace` is where one that names
     none goes (a door's --namespace, as for the workloads beside it). None for an object
-    without a name and for a claim generated for one pod: no pod spec can name it, so nothing
-    keeps it."""
+    without a name.
+
+    A claim that says it was made for one pod (the annotation
+    resource.kubernetes.io/pod-claim-name and a Pod controller reference) is kept like any
+    other: both fields are the writer's to set, so they prove nothing, and a pod that names
+    the claim by resourceClaimName is judged on what it holds."""
     kind = kind or str(obj.get("kind"))
     meta = metadata_of(obj)
     name, namespace = meta.get("name"), meta.get("namespace") or namespace
     if kind not in CLAIM_KINDS or not isinstance(name, str) or not isinstance(namespace, str):
         return None
-    if kind == "ResourceClaim" and generated_for_pod(meta):
-        return None
     from policies.dra.parse_claims import parse_claim
     return (kind, namespace, name), parse_claim({**obj, "kind": kind})
-
-
-def generated_for_pod(meta: Mapping[str, Any]) -> bool:
-    """A claim controlled by a Pod and marked as made for it (from a template, or for an
-    extended resource a DRA driver serves)."""
-    annotations = meta.get("annotations")
-    owners = meta.get("ownerReferences")
-    if not isinstance(annotations, dict) or not isinstance(owners, list):
-        return False
-    return any(a in annotations for a in _GENERATED) and any(
-        isinstance(o, dict) and o.get("kind") == "Pod" and o.get("controller") is True
-        for o in owners)
 
 
 @dataclass
