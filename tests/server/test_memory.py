@@ -17,8 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench import bench_memory
+from policies import jsonbudget
 from tests.server.harness import envelope, make_request
-from webhook.http import admission, jsonbudget
+from webhook.http import admission
 from webhook.http import server as server_module
 from webhook.http.server import create_app
 from webhook.inputs import sources
@@ -188,12 +189,12 @@ def test_eight_hostile_bodies_stay_below_the_chart_limit(
 
 
 @pytest.mark.parametrize(("shape", "answers"), [
-    ("empty objects", {413}), ("short strings", {200, 429}), ("GPU containers", {200, 429}),
+    ("empty objects", {413, 429}), ("short strings", {200, 429}), ("GPU containers", {200, 429}),
 ])
 def test_every_hostile_body_is_answered(flooded: tuple[bench_memory.Flood, dict[int, float]],
                                         shape: str, answers: set[int]) -> None:
     """Never a reset, a 500 or a dead worker: refused by the count, judged, or asked to wait
-    its turn; and at least one of each judgeable shape is judged."""
+    its turn (a busy host makes a turn slower); at least one of each is refused or judged."""
     statuses = flooded[0].statuses[shape]
     assert len(statuses) == bench_memory.CLIENTS and set(statuses) <= answers, statuses
     assert min(statuses) in answers - {429}

@@ -13,8 +13,8 @@ from typing import Any, Literal, NotRequired, TypedDict, cast
 
 import orjson
 
+from policies import jsonbudget
 from policies.decision import Decision, Violation
-from webhook.http import jsonbudget
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"

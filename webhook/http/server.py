@@ -11,10 +11,11 @@ from typing import Any
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
+from policies import jsonbudget
 from policies.decision import Decision
 from policies.engine import namespace_of, review
 from webhook import logs
-from webhook.http import admission, jsonbudget, metrics
+from webhook.http import admission, metrics
 from webhook.inputs.state import State
 
 # The apiserver drops a trailing slash; a hand-made `/mutate/` works too and never redirects.
