@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,18 @@ def test_values_fuzz(value: Any) -> None:
 def test_values_of_any_bytes(body: bytes) -> None:
     """Not JSON at all (unterminated strings, stray escapes): a count, never an error."""
     assert 1 <= jsonbudget.values(body) <= jsonbudget.values_at_most(body)
+
+
+@pytest.mark.parametrize("body", [
+    b'"' + b'\\",' * 2_000_000,  # one unterminated string of escaped quotes
+    b'"' * 6_000_000,
+    b"[" + b'"\\\\",' * 1_000_000 + b"1]",  # escaped backslashes before each closing quote
+], ids=["unterminated-escaped-quotes", "quotes", "escaped-backslashes"])
+def test_the_exact_count_is_linear(body: bytes) -> None:
+    """6 MiB of what makes a backtracking string pattern quadratic: well under a second."""
+    started = time.perf_counter()
+    jsonbudget.values(body)
+    assert time.perf_counter() - started < 2.0
 
 
 @pytest.mark.corpus
