@@ -1,5 +1,5 @@
-"""Peak memory of `gpupolicy serve` under hostile bodies: the chart's defaults (2 workers of 4
-threads), over loopback TLS, 8 clients at once (every thread of both workers) sending the
+"""Peak memory of `gpupolicy serve` under hostile bodies: the chart's defaults (workers and
+threads, 2 of 4), over loopback TLS, a client for every thread of every worker (8) sending the
 costliest bodies the limits let through, one shape per round:
 
 - `empty objects`: `[{},{},…]` up to the byte limit, ~36x its size once parsed: refused by the
@@ -39,7 +39,9 @@ from webhook.http import admission
 
 ROOT = Path(__file__).resolve().parent.parent
 VALUES = ROOT / "charts" / "gpupolicy" / "values.yaml"
-CLIENTS = 8  # the chart's 2 workers x 4 threads
+_CHART = yaml.safe_load(VALUES.read_text(encoding="utf-8"))
+WORKERS, THREADS = int(_CHART["workers"]), int(_CHART["threads"])  # the chart's: 2 and 4
+CLIENTS = WORKERS * THREADS  # every thread of every worker busy
 SNI = "gpupolicy.gpupolicy.svc"
 GPUPOLICY = [sys.executable, "-c",
              "import sys; from webhook.cli import main; sys.argv[0] = 'gpupolicy'; main()", "serve"]
@@ -87,9 +89,9 @@ SHAPES: dict[str, Callable[[], bytes]] = {
 }
 
 
-def chart_memory_mib(which: str = "limits", values: Path = VALUES) -> float:
+def chart_memory_mib(which: str = "limits") -> float:
     """The chart's default memory `limits` (or `requests`) of the webhook container."""
-    given = str(yaml.safe_load(values.read_text())["resources"][which]["memory"])
+    given = str(_CHART["resources"][which]["memory"])
     number, unit = re.fullmatch(r"(\d+)(Mi|Gi)", given).groups()  # type: ignore[union-attr]
     return float(number) * (1024 if unit == "Gi" else 1)
 
@@ -167,14 +169,15 @@ def start(work: Path, args: Iterable[str] = ()) -> tuple[subprocess.Popen[bytes]
     log = work / "server.log"
     proc = subprocess.Popen(
         [*GPUPOLICY, "--host", "127.0.0.1", "--port", str(port), "--metrics-port", "0",
-         "--workers", "2", "--threads", "4", "--certs-dir", str(work / "certs"), *args],
+         "--workers", str(WORKERS), "--threads", str(THREADS), "--certs-dir", str(work / "certs"),
+         *args],
         cwd=work, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
     ca = work / "certs" / "ca.crt"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited {proc.returncode}: {log.read_text()[-2000:]}")
-        if ca.exists() and len(children(proc.pid)) == 2:
+        if ca.exists() and len(children(proc.pid)) == WORKERS:
             try:
                 context = ssl.create_default_context(cafile=str(ca))
                 conn = http.client.HTTPSConnection(SNI, port, context=context, timeout=5)
@@ -213,7 +216,7 @@ def main() -> int:
             stop(proc)
     total = sum(peaks.values())
     print(f"{CLIENTS} concurrent bodies of at most {admission.MAX_BODY} bytes and "
-          f"{admission.MAX_VALUES} JSON values, over TLS, 2 workers x 4 threads")
+          f"{admission.MAX_VALUES} JSON values, over TLS, {WORKERS} workers x {THREADS} threads")
     for name in SHAPES:
         counts = {s: result.statuses[name].count(s) for s in sorted(set(result.statuses[name]))}
         print(f"  {name:<16} answers {counts}  in {result.seconds[name]:.1f} s")
