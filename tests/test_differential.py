@@ -191,6 +191,8 @@ HOSTILE = {
     "deep-nesting": ("apiVersion: v1\nkind: Pod\nspec: " + "[" * 300 + "]" * 300 + "\n",
                      "yaml-syntax"),
     "tab-indent": ("apiVersion: v1\nkind: Pod\nspec:\n\tcontainers: []\n", "yaml-tab"),
+    # a JSON text of more values than a document may hold, counted before any is built
+    "json-value-bomb": ("[" + "{}," * (yamlpos.MAX_EXPANDED_NODES // 2) + "{}]", "yaml-syntax"),
 }
 
 

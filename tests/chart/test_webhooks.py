@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from policies.workloads import WORKLOAD_KINDS, parse_kind_table
-from tests.chart.helm import CHART, CI_VALUES, one, render, webhooks
+from tests.chart.helm import CHART, CI_VALUES, named, one, render, webhooks
 
 MUTATING = "MutatingWebhookConfiguration"
 VALIDATING = "ValidatingWebhookConfiguration"
@@ -183,7 +183,7 @@ def _all_hooks_with(values: str, extra: tuple[str, ...]) -> list[tuple[str, dict
 
 def test_self_signed_ca_bundle_is_the_secrets_ca() -> None:
     objects = render()
-    secret_ca = one(objects, "Secret")["data"]["ca.crt"]
+    secret_ca = named(objects, "Secret", "rel-gpupolicy-tls")["data"]["ca.crt"]
     for _, hook in _all_hooks("default"):
         assert hook["clientConfig"]["caBundle"] == secret_ca
 
