@@ -88,17 +88,22 @@ class PoolVerdict(NamedTuple):
     def label(self) -> str:
         """`pool h100`; a template as `NodePool gpu-l4-spot (g6.xlarge)`, `MachineDeployment
         capi/gpu-md-0`."""
-        if not self.template:
-            return f"pool {self.pool}"
-        if self.template.startswith("NodePool "):
-            return f"{self.template} ({self.pool.partition('/')[2]})"
-        return self.template
+        return template_label(self) if self.template else f"pool {self.pool}"
 
     def pending(self) -> str:
         """Why a pod is Pending here, the scheduler's words first (the audit's, explain's)."""
         if self.fits or not self.scheduler:
             return self.describe()
         return f"pool {self.pool}: {self.scheduler} ({'; '.join(self.reasons)})"
+
+
+def template_label(found: Pool | PoolVerdict) -> str:
+    """A template as people name it: `NodePool gpu-l4-spot (g6.xlarge)` (one pool per instance
+    type), `MachineDeployment capi/gpu-md-0`."""
+    name = found.name if isinstance(found, Pool) else found.pool
+    if found.template.startswith("NodePool "):
+        return f"{found.template} ({name.partition('/')[2]})"
+    return found.template
 
 
 def verdicts(
@@ -514,6 +519,9 @@ def amount(name: str, value: Number) -> str:
         for suffix, size in _BINARY:
             if value and value % size == 0:
                 return f"{value // size}{suffix}"
+        for suffix, size in _BINARY:  # not a round number: one decimal is enough to compare
+            if value >= size:
+                return f"{float(value) / size:.1f}{suffix}"
         return str(math.ceil(value))
     return str(value)
 

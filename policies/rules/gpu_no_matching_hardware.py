@@ -31,6 +31,7 @@ from policies.hardware import (
     closest,
     first_fit,
     open_pools,
+    template_label,
     verdicts,
 )
 from policies.inventory import Inventory
@@ -76,8 +77,7 @@ def _refusal(view: PodView, inventory: Inventory, allowed: list[Sequence[str]]) 
         template = first_fit(view, inventory.templates, allowed_models=allowed,
                              defaults=defaults)
         if template is not None:
-            view.memo[SCALE_UP] = (f"fits {template.template} on scale-up "
-                                   f"({template.name}); no node now")
+            view.memo[SCALE_UP] = f"fits {template_label(template)} on scale-up; no node now"
             return None
     return message(verdicts(view, (*pools, *inventory.templates), allowed_models=allowed,
                             defaults=defaults))

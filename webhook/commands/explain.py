@@ -210,7 +210,9 @@ def answer(obj: dict[str, Any], context: Context, namespace: str | None,
             "fits": any(v.fits for v in verdicts),
             "pools": [{"pool": v.pool, "nodes": v.nodes, "model": v.model, "fits": v.fits,
                        "reasons": list(v.reasons), "scheduler": v.scheduler,
-                       **({"allocation": v.allocation} if v.allocation else {})}
+                       **({"allocation": v.allocation} if v.allocation else {}),
+                       **({"template": v.template, "label": v.label} if v.template else {}),
+                       **({"now": v.now} if v.now else {})}
                       for v in verdicts],
         })
     return {
@@ -267,16 +269,25 @@ def render(answers: list[dict[str, Any]], *, pools_known: bool) -> str:
             lines.append("  not a GPU workload: no container requests an accelerator and no "
                          "GPU share is annotated")
         for spec in a["podSpecs"]:
-            fitting = [p["pool"] for p in spec["pools"] if p["fits"]]
-            total = len(spec["pools"])
+            pools = [p for p in spec["pools"] if "template" not in p]
+            templates = [p for p in spec["pools"] if "template" in p]
+            fitting = [p["pool"] for p in pools if p["fits"]]
+            total = len(pools)
             verdict = (f"fits {len(fitting)} of {total} pool{'s' * (total != 1)}"
                        if fitting else "fits NO node pool")
+            if templates:
+                grown = sum(p["fits"] for p in templates)
+                verdict += (f"; {grown} of {len(templates)} node templates can start a node "
+                            "for it" if grown else "; no node template can start a node for it")
             lines.append(f"  pod spec {spec['path']}: {verdict}")
             for p in spec["pools"]:
                 size = f"{p['nodes']} node{'s' * (p['nodes'] != 1)}, " if pools_known else ""
                 head = f"    pool {p['pool']} ({size}{p['model'] or 'no GPU'}): "
+                if "template" in p:
+                    head = f"    {p['label']} ({p['model'] or 'no GPU'}): "
                 if p["fits"]:
-                    lines.append(head + "fits")
+                    lines.append(head + p.get("now", "fits on scale-up" if "template" in p
+                                              else "fits"))
                 elif p["scheduler"]:  # the scheduler's words, then every reason in full
                     lines.append(head + p["scheduler"])
                     lines.extend(f"{' ' * 6}- {r}" for r in p["reasons"])

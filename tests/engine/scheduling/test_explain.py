@@ -1,0 +1,77 @@
+"""The explain door over the scheduling case table, and what nodes hold (occupancy) in the
+shapes real tools write (`kubectl get nodes,pods -A -o yaml`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from policies.context import Context
+from policies.engine import explain
+from policies.hardware import DEFAULT_TOLERATIONS
+from tests.engine.casetable import Case, context_for, load_cases
+from webhook.inputs.sources import load_catalog, load_policies, read_cluster_file
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+ROWS = [c for c in load_cases() if c.source == "scheduling.yaml"]
+
+
+@pytest.mark.parametrize("case", ROWS, ids=[c.id for c in ROWS])
+def test_explain_agrees_with_admission(case: Case) -> None:
+    """A pod admitted on the hardware fits some pool or template in explain, and a refused
+    one fits none."""
+    [(_, verdicts)] = explain(case.object, context_for(case), namespace=case.namespace)
+    refused = "gpu-no-matching-hardware" in case.rules
+    assert any(v.fits for v in verdicts) is not refused, [v.describe() for v in verdicts]
+
+
+def _context(name: str) -> Context:
+    catalog = load_catalog()
+    return Context(policies=load_policies(), catalog=catalog,
+                   inventory=read_cluster_file(FIXTURES / f"{name}.yaml").inventory(catalog))
+
+
+def _pod(gpus: int, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "vision"},
+            "spec": {"containers": [{"name": "c", "resources": {
+                "limits": {"nvidia.com/gpu": str(gpus)}}}], **spec}}
+
+
+@pytest.mark.parametrize(("gpus", "selector", "said"), [
+    (1, {"team": "vision"}, "fits now (2 of 2 nodes free)"),
+    (2, {"team": "vision"}, "fits once 1 nvidia.com/gpu is free on ip-10-0-1-11.ec2.internal "
+                            "(held by vision/train-0, vision/train-1)"),
+    # bench-3 (6) and eval-7 (1) hold 7 of node 12's GPUs; old-run Succeeded and holds none
+    (8, {"team": "vision"}, "fits once 7 nvidia.com/gpu are free on ip-10-0-1-11.ec2.internal "
+                            "(held by vision/train-0, vision/train-1)"),
+    (8, {"team": "batch"}, "fits now (1 of 1 node free)"),
+])
+def test_what_nodes_hold(gpus: int, selector: dict[str, str], said: str) -> None:
+    [(_, verdicts)] = explain(_pod(gpus, nodeSelector=selector), _context("busy"),
+                              namespace="vision")
+    fitting = [v for v in verdicts if v.fits]
+    assert [v.now for v in fitting] == [said]
+
+
+def test_nine_gpus_never_fit_whatever_is_free() -> None:
+    [(_, verdicts)] = explain(_pod(9), _context("busy"), namespace="vision")
+    assert not any(v.fits for v in verdicts)
+    assert {v.scheduler for v in verdicts} == {"Insufficient nvidia.com/gpu"}
+
+
+def test_occupancy_keeps_sums_not_pods() -> None:
+    inventory = read_cluster_file(FIXTURES / "busy.yaml").inventory(load_catalog())
+    occupancy = inventory.occupancy
+    assert occupancy is not None and occupancy.pods == 4  # old-run finished, waiting unbound
+    assert occupancy.of("ip-10-0-1-12.ec2.internal")["nvidia.com/gpu"] == 7
+    assert occupancy.of("ip-10-0-1-11.ec2.internal")["cpu"] == 96
+
+
+def test_unreachable_node_explains_only_the_noschedule_taint() -> None:
+    [(_, verdicts)] = explain(_pod(1), _context("unreachable"), namespace="vision")
+    assert [v.reasons for v in verdicts] == [
+        ("taint node.kubernetes.io/unreachable:NoSchedule is not tolerated",)]
+    assert {t["key"] for t in DEFAULT_TOLERATIONS} == {
+        "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
