@@ -244,6 +244,8 @@ def audit(source: Source, context: Context, progress: Progress, *,
     for kind, batch in source.workloads(progress, collector.unavailable):
         for obj, locate in batch:
             if count > 1 and shard_of(namespace_of(obj, None), count) != index:
+                if kind == "Pod":  # what it holds on its node counts in every shard
+                    checks.hold(obj)
                 if index == 0 and kind == "Pod":  # the cluster report counts shared GPUs
                     checks.view.add_pod(obj, namespace_of(obj, None),
                                         str(sources.metadata_of(obj).get("name") or "?"))

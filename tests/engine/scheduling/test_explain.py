@@ -3,6 +3,7 @@ shapes real tools write (`kubectl get nodes,pods -A -o yaml`)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -75,3 +76,21 @@ def test_unreachable_node_explains_only_the_noschedule_taint() -> None:
         ("taint node.kubernetes.io/unreachable:NoSchedule is not tolerated",)]
     assert {t["key"] for t in DEFAULT_TOLERATIONS} == {
         "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+
+
+def test_the_audit_of_a_dump_says_what_holds_the_gpus_of_a_pending_pod() -> None:
+    """`gpupolicy audit DUMP` (`kubectl get nodes,pods -A -o yaml`): the nodes are the
+    inventory and the pods what they hold."""
+    from tests.cli.test_review import gpupolicy
+
+    done = gpupolicy("audit", "-o", "json", str(FIXTURES / "busy.yaml"))
+    pending = json.loads(done.stdout)["cluster"]["pendingGPUPods"]
+    assert pending["total"] == 1
+    [pod] = pending["pods"]
+    assert pod["name"] == "waiting"
+    assert pod["pools"] == [
+        "pool h100-batch: node(s) didn't match Pod's node affinity/selector "
+        "(nodeSelector team=vision does not match team=batch)",
+        "pool h100: fits once 7 nvidia.com/gpu are free on ip-10-0-1-11.ec2.internal "
+        "(held by vision/train-0, vision/train-1)",
+    ]
