@@ -221,6 +221,7 @@ DEFAULT_TOLERATIONS: tuple[Mapping[str, Any], ...] = (
     {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
      "tolerationSeconds": 300},
 )
+_DEFAULT_TOLERATED = frozenset(str(t["key"]) for t in DEFAULT_TOLERATIONS)
 # What the scheduler reads a cordoned node as: a pod tolerating it passes NodeUnschedulable.
 CORDONED = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 
@@ -325,7 +326,7 @@ class _Need(NamedTuple):
             memory_mb=tuple((c.name, name, c.amount(name)) for c in demand.containers
                             for name in MEMORY_MB if name in c.amounts)
             if not present.isdisjoint(SHARED_FAMILIES) else (),
-            tolerations=(*_list(view.spec.get("tolerations")), *DEFAULT_TOLERATIONS),
+            tolerations=tuple(_list(view.spec.get("tolerations"))),
             most_gpus_in_a_container=most,
             node_name=node_name if isinstance(node_name := view.spec.get("nodeName"), str)
             else "",
@@ -359,6 +360,8 @@ def _scheduled(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[tuple[s
     (Cordoned nodes join no pool; DynamicResources is policies/claimfit.py's.)"""
     if need.scheduling_known:
         for taint in untolerated(need.tolerations, pool.taints):
+            if taint.effect == "NoExecute" and taint.key in _DEFAULT_TOLERATED:
+                continue  # the API server gave the pod its toleration
             if need.node_name and taint.effect == "NoSchedule":
                 continue  # a pod bound by nodeName skips the scheduler; NoExecute still evicts
             value = f"={taint.value}" if taint.value else ""

@@ -65,16 +65,19 @@ def container_requests(container: Mapping[str, Any],
                        defaults: Defaults = NO_DEFAULTS) -> dict[str, Number]:
     """One container's requests: its own, else its limits', else the LimitRange's."""
     resources = container.get("resources")
-    if not isinstance(resources, dict):
-        resources = {}
-    requests = _quantities(resources.get("requests"))
-    limits = resources.get("limits")
-    if isinstance(limits, dict) and limits:
-        for name, value in _quantities(limits).items():
-            requests.setdefault(name, value)
+    if isinstance(resources, dict):
+        requests = _quantities(resources.get("requests"))
+        limits = resources.get("limits")
+        if isinstance(limits, dict) and limits:
+            for name, value in _quantities(limits).items():
+                if name not in requests:
+                    requests[name] = value
+    else:
+        requests = {}
     if defaults.requests:
         for name, value in defaults.requests.items():
-            requests.setdefault(name, value)
+            if name not in requests:
+                requests[name] = value
     return requests
 
 
@@ -82,11 +85,14 @@ def pod_requests(spec: Mapping[str, Any], defaults: Defaults = NO_DEFAULTS) -> d
     """What NodeResourcesFit asks of a node for this pod spec: resource name -> amount (cpu in
     cores, memory in bytes, `pods` 1). Linear in the pod's size."""
     total: dict[str, Number] = {}
-    for container in _items(spec.get("containers")):
-        _add(total, container_requests(container, defaults))
+    containers = spec.get("containers")
+    for container in containers if isinstance(containers, list) else ():
+        if isinstance(container, dict):
+            _add(total, container_requests(container, defaults))
     sidecars: dict[str, Number] = {}
     init_peak: dict[str, Number] = {}
-    for container in _items(spec.get("initContainers")):
+    inits = spec.get("initContainers")
+    for container in _items(inits) if inits else ():
         asked = container_requests(container, defaults)
         if container.get("restartPolicy") == "Always":
             _add(total, asked)
@@ -96,13 +102,15 @@ def pod_requests(spec: Mapping[str, Any], defaults: Defaults = NO_DEFAULTS) -> d
             running = dict(asked)
             _add(running, sidecars)
         _max(init_peak, running)
-    _max(total, init_peak)
+    if init_peak:
+        _max(total, init_peak)
     resources = spec.get("resources")
-    pod_level = _quantities(resources.get("requests")) if isinstance(resources, dict) else {}
-    for name, value in pod_level.items():
-        if name in _POD_LEVEL or name.startswith("hugepages-"):
-            total[name] = value
-    _add(total, _quantities(spec.get("overhead")))
+    if isinstance(resources, dict):
+        for name, value in _quantities(resources.get("requests")).items():
+            if name in _POD_LEVEL or name.startswith("hugepages-"):
+                total[name] = value
+    if "overhead" in spec:
+        _add(total, _quantities(spec["overhead"]))
     total[PODS] = 1
     return total
 
@@ -113,7 +121,7 @@ def _items(value: Any) -> list[Mapping[str, Any]]:
 
 def _quantities(value: Any) -> dict[str, Number]:
     found: dict[str, Number] = {}
-    if not isinstance(value, dict):
+    if not value or not isinstance(value, dict):
         return found
     for name, raw in value.items():
         if not isinstance(name, str):
