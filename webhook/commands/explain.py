@@ -115,6 +115,10 @@ def _load(args: argparse.Namespace, warn: Any) -> tuple[list[dict[str, Any]], Co
     context, warnings = sources.build_context(args, live.cluster_objects(warn))
     for line in warnings:
         warn(line)
+    if context.inventory is not None:  # what the nodes hold now: "fits once ... are free"
+        from dataclasses import replace
+        context = replace(context, inventory=replace(context.inventory,
+                                                     occupancy=live.occupancy()))
     return [obj], context, {id(obj): scheduler_message(obj)}
 
 

@@ -187,9 +187,10 @@ def read_cluster_file(path: Path | str) -> ClusterObjects:
     """An --inventory file: the cluster's objects (nodes, DRA slices and classes, and the
     ResourceClaims and templates pods name), all read; one with no Node is an error."""
     found = ClusterObjects()
-    found.occupancy = Occupancy()  # pods bound to nodes: what they hold, summed per node
     for obj in read_objects(path):
-        if obj.get("kind") == "Pod":
+        if obj.get("kind") == "Pod":  # pods bound to nodes: what they hold, summed per node
+            if found.occupancy is None:
+                found.occupancy = Occupancy()
             found.occupancy.add_pod(obj)
             continue
         if obj.get("kind") in DRA_CLUSTER_KINDS:  # the DRA readers load for DRA objects only
