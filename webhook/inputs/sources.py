@@ -505,7 +505,9 @@ def build_context(
         workload_kinds=load_workload_kinds(getattr(args, "workload_kinds", None)),
         claims=claims,
     )
-    return context, [*found.problems, *clashes.values()]
+    unread = [f"skipping node template {p.describe()}"
+              for p in (inventory.template_problems if inventory is not None else ())]
+    return context, [*found.problems, *clashes.values(), *unread]
 
 
 def _name(obj: Mapping[str, Any]) -> str:
