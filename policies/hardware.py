@@ -591,15 +591,16 @@ def pod_request(view: PodView, defaults: Defaults = NO_DEFAULTS) -> Mapping[str,
 def now(view: PodView, found: Sequence[tuple[Pool | None, PoolVerdict]], inventory: Any,
         defaults: Defaults = NO_DEFAULTS) -> list[PoolVerdict]:
     """The verdicts with what the nodes hold now (inventory.occupancy): "fits now (N of M
-    nodes)", "fits once ... are free on NODE (held by ...)", or, for a template, "fits on
-    scale-up". A pool that never fits is left as it is."""
+    nodes)", "fits once ... are free on NODE (held by ...)", for a template "fits on
+    scale-up", and "never fits" for a pool that cannot take the pod even when empty."""
     from policies.scheduling.occupancy import first_free, once_free
     occupancy = inventory.occupancy
     need = _Need.of(view, (), defaults)
     out = []
     for pool, verdict in found:
         if not verdict.fits or pool is None:
-            out.append(verdict)
+            # not even when empty: what the pods hold changes nothing
+            out.append(verdict._replace(now="never fits") if not verdict.fits else verdict)
             continue
         if pool.template:
             out.append(verdict._replace(now="fits on scale-up; no node now"))

@@ -293,10 +293,12 @@ def render(answers: list[dict[str, Any]], *, pools_known: bool) -> str:
                     lines.append(head + p.get("now", "fits on scale-up" if "template" in p
                                               else "fits"))
                 elif p["scheduler"]:  # the scheduler's words, then every reason in full
-                    lines.append(head + p["scheduler"])
+                    never = "never fits: " if p.get("now") else ""  # whatever pods hold
+                    lines.append(head + never + p["scheduler"])
                     lines.extend(f"{' ' * 6}- {r}" for r in p["reasons"])
                 else:
-                    lines.append(head + p["reasons"][0])
+                    never = "never fits: " if p.get("now") else ""
+                    lines.append(head + never + p["reasons"][0])
                     lines.extend(f"{' ' * 6}- {r}" for r in p["reasons"][1:])
         lines.append("")
     if not pools_known:
