@@ -189,14 +189,13 @@ def _node_pool(obj: Mapping[str, Any], catalog: Catalog) -> Templates:
             if key not in known and req["operator"] == "In" and values:
                 options[key] = values[:MAX_LABEL_SETS]
         label_sets = _combinations(options)
+        if len(label_sets) == 1:  # one value per key: plain labels
+            node_labels, label_sets = {**node_labels, **label_sets[0]}, ()
         allocatable = _karpenter_allocatable(itype)
-        node = Node(f"{name}/{itype.name}", {**node_labels, **label_sets[0]}, taints,
-                    allocatable, itype.model, itype.model.name, itype.gpus, "")
-        pools.append(_pool_of(source, f"{name}/{itype.name}", node._replace(labels=node_labels),
-                              label_sets=label_sets if len(label_sets) > 1 else (),
+        node = Node(f"{name}/{itype.name}", node_labels, taints, allocatable, itype.model,
+                    itype.model.name, itype.gpus, "")
+        pools.append(_pool_of(source, f"{name}/{itype.name}", node, label_sets=label_sets,
                               blocked=_over_limits(allocatable, remaining)))
-        if len(label_sets) == 1:  # one label set: its values are plain labels
-            pools[-1] = pools[-1]._replace(labels={**node_labels, **label_sets[0]})
     return Templates(tuple(pools), tuple(problems))
 
 
