@@ -505,9 +505,14 @@ def build_context(
         workload_kinds=load_workload_kinds(getattr(args, "workload_kinds", None)),
         claims=claims,
     )
-    unread = [f"skipping node template {p.describe()}"
-              for p in (inventory.template_problems if inventory is not None else ())]
-    return context, [*found.problems, *clashes.values(), *unread]
+    return context, [*found.problems, *clashes.values(), *template_warnings(context)]
+
+
+def template_warnings(context: Context) -> list[str]:
+    """The node templates that could not be read as capacity, each with its path."""
+    inventory = context.inventory
+    return [f"skipping node template {p.describe()}"
+            for p in (inventory.template_problems if inventory is not None else ())]
 
 
 def _name(obj: Mapping[str, Any]) -> str:

@@ -94,3 +94,29 @@ def test_the_audit_of_a_dump_says_what_holds_the_gpus_of_a_pending_pod() -> None
         "pool h100: fits once 7 nvidia.com/gpu are free on ip-10-0-1-11.ec2.internal "
         "(held by vision/train-0, vision/train-1)",
     ]
+
+
+def test_review_and_explain_of_a_scale_from_zero_cluster_from_the_command_line(
+        tmp_path: Path) -> None:
+    """`review` admits what only a template can run and says so; `explain` exits 0 for it and
+    1 for a pod nothing can run; `--node-templates` adds a Node-shaped template."""
+    from tests.cli.test_review import gpupolicy
+
+    inventory = str(FIXTURES / "scale-from-zero.yaml")
+    fits, never = tmp_path / "fits.yaml", tmp_path / "never.yaml"
+    fits.write_text(json.dumps(_pod(1)))
+    never.write_text(json.dumps(_pod(16)))
+    done = gpupolicy("review", str(fits), "--inventory", inventory)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "fits NodePool gpu-l4-spot (g6.xlarge) on scale-up; no node now" in done.stdout
+    assert "instance type p5.96xlarge is not in the GPU catalog" in done.stderr
+    assert gpupolicy("review", str(never), "--inventory", inventory).returncode == 1
+    assert gpupolicy("explain", str(fits), "--inventory", inventory).returncode == 0
+    assert gpupolicy("explain", str(never), "--inventory", inventory).returncode == 1
+    big = tmp_path / "big-node.yaml"
+    big.write_text(json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": "gke-a3-template", "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+        "status": {"allocatable": {"cpu": "200", "nvidia.com/gpu": "16", "pods": "110"}}}))
+    done = gpupolicy("review", str(never), "--inventory", inventory, "--node-templates", str(big))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "fits template gke-a3-template on scale-up; no node now" in done.stdout
