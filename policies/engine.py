@@ -40,7 +40,7 @@ from policies.rules import (
     visible_devices_bypass,
 )
 from policies.rules._common import accelerator_sections
-from policies.scheduling.request import NO_DEFAULTS
+from policies.scheduling.request import NO_DEFAULTS, pod_requests
 from policies.view import ClaimView, PodView, targeted_products
 from policies.workloads import (
     POD_FIELDS,
@@ -145,8 +145,8 @@ def explain(
         else catalog_pools(context.catalog)
     out = []
     for view in views:
-        if not view.demand.gpu:
-            continue
+        if not view.demand.gpu and (inventory is None or not _extended(view.spec)):
+            continue  # explained: GPU pods, and pods asking for any extended resource
         if dra is not None and inventory is not None and (
                 view.demand.claims or asks_dra_served(view, dra)):
             out.append((view.prefix, pod_verdicts(view, inventory, dra, allowed)))
@@ -161,6 +161,12 @@ def explain(
             else:
                 out.append((view.prefix, [v for _, v in pairs]))
     return out
+
+
+def _extended(spec: Mapping[str, Any]) -> bool:
+    """The pod asks for some extended resource (`example.com/gpu`, `rdma/...`): what no node
+    may serve, so explain says where it fits even when it is not a GPU pod."""
+    return any("/" in name and amount > 0 for name, amount in pod_requests(spec).items())
 
 
 def is_claim(obj: Mapping[str, Any]) -> bool:

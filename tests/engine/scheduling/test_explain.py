@@ -120,3 +120,14 @@ def test_review_and_explain_of_a_scale_from_zero_cluster_from_the_command_line(
     done = gpupolicy("review", str(never), "--inventory", inventory, "--node-templates", str(big))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "fits template gke-a3-template on scale-up; no node now" in done.stdout
+
+
+def test_a_pod_asking_an_extended_resource_nothing_serves_is_explained_too() -> None:
+    """`example.com/gpu` is no GPU the policies know, yet no node serves it: explain says so
+    instead of "not a GPU workload" (issue 28's false "fits")."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sim", "namespace": "vision"},
+           "spec": {"tolerations": [{"operator": "Exists"}], "containers": [
+               {"name": "c", "resources": {"limits": {"example.com/gpu": "1"}}}]}}
+    [(_, verdicts)] = explain(pod, _context("busy"), namespace="vision")
+    assert not any(v.fits for v in verdicts)
+    assert {v.scheduler for v in verdicts} == {"Insufficient example.com/gpu"}
