@@ -25,7 +25,7 @@ from policies.decision import Decision, Finding, Unresolved, Violation
 from policies.dra.claims import gpu_demand
 from policies.dra.demand import claim_uses, unknown_claims
 from policies.dra.served import served_lookup, served_uses
-from policies.hardware import PoolVerdict, catalog_pools, verdicts
+from policies.hardware import SCALE_UP, PoolVerdict, catalog_pools, now, pool_verdicts
 from policies.model import GPUPolicy
 from policies.mutate import inject, plan_for
 from policies.patch import Patch
@@ -40,6 +40,7 @@ from policies.rules import (
     visible_devices_bypass,
 )
 from policies.rules._common import accelerator_sections
+from policies.scheduling.request import NO_DEFAULTS, pod_requests
 from policies.view import ClaimView, PodView, targeted_products
 from policies.workloads import (
     POD_FIELDS,
@@ -97,6 +98,10 @@ def review(
     creating = operation == "CREATE"
     unresolved = tuple(_unknown_claims(views, context))
     notes = tuple(_not_injected(views, specs, policies))
+    if judge:
+        scale_up = [note for v in views if (note := v.memo.get(SCALE_UP))]
+        if scale_up:
+            notes = (*notes, *scale_up)
     return Decision(
         notes=(*notes, *(u.note for u in unresolved)) if unresolved else notes,
         unresolved=unresolved,
@@ -140,15 +145,28 @@ def explain(
         else catalog_pools(context.catalog)
     out = []
     for view in views:
-        if not view.demand.gpu:
-            continue
+        if not view.demand.gpu and (inventory is None or not _extended(view.spec)):
+            continue  # explained: GPU pods, and pods asking for any extended resource
         if dra is not None and inventory is not None and (
                 view.demand.claims or asks_dra_served(view, dra)):
             out.append((view.prefix, pod_verdicts(view, inventory, dra, allowed)))
         else:
-            out.append((view.prefix, verdicts(view, pools, allowed_models=allowed,
-                                               amounts_known=inventory is not None)))
+            defaults = inventory.limits.get(ns, NO_DEFAULTS) if inventory is not None \
+                else NO_DEFAULTS
+            pairs = pool_verdicts(view, (*pools, *inventory.templates) if inventory is not None
+                                  else pools, allowed_models=allowed,
+                                  amounts_known=inventory is not None, defaults=defaults)
+            if inventory is not None and inventory.occupancy is not None:
+                out.append((view.prefix, now(view, pairs, inventory, defaults)))
+            else:
+                out.append((view.prefix, [v for _, v in pairs]))
     return out
+
+
+def _extended(spec: Mapping[str, Any]) -> bool:
+    """The pod asks for some extended resource (`example.com/gpu`, `rdma/...`): what no node
+    may serve, so explain says where it fits even when it is not a GPU pod."""
+    return any("/" in name and amount > 0 for name, amount in pod_requests(spec).items())
 
 
 def is_claim(obj: Mapping[str, Any]) -> bool:

@@ -189,7 +189,10 @@ def test_pods_sharing_one_gpu_over_max_pods_per_gpu(api_server, kubeconfig, pods
          ["0/4 nodes are available", "pool", "nvidia.com/gpu"]),
         (_pod("mig", phase="Pending", resource="nvidia.com/mig-2g.20gb"),
          ["mig-2g.20gb"]),
-        (_pod("fits", phase="Pending"), ["fits pool"]),
+        # what the running pods hold is subtracted (issue 28): the T4 node is taken
+        (_pod("fits", phase="Pending"), ["pool p4de.24xlarge: fits now (1 of 1 node free)",
+                                         "pool g4dn.xlarge: fits once 1 nvidia.com/gpu is free "
+                                         "on t4-1 (held by team-a/running)"]),
     ],
     ids=["too-many-gpus", "mig-profile-absent", "capacity"],
 )

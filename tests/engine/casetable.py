@@ -7,7 +7,8 @@ the policies by name (`defaults` = the bundled ones), `inventory: NAME` for the 
 of tests/engine/fixtures/NAME.yaml (`cluster`: nodes.yaml),
 `namespace`, and `expect`: `allowed`, the exact set of `rules` violated, `mutated` (JSON
 pointer -> value in the object after mutation; null means absent), `skipped` (the object is
-reported as not reviewed) and `message` (a substring, or a list of them, that the violations'
+reported as not reviewed), `notes` (substrings of the decision's notes: "fits NodePool x on
+scale-up") and `message` (a substring, or a list of them, that the violations'
 messages must contain: a refusal's per-pool reasons). `ref` names the row of
 reference/gpu-ecosystem.md §7 (or reference/dra.md) the case comes from.
 """
@@ -58,6 +59,7 @@ class Case:
     source: str = ""
     skipped: bool = False  # the engine reports the object as not reviewed (an unlisted kind)
     messages: tuple[str, ...] = ()  # substrings the violations' messages must contain
+    notes: tuple[str, ...] = ()  # substrings the decision's notes must contain (a scale-up)
 
 
 @cache
@@ -124,6 +126,7 @@ def load_cases() -> list[Case]:
                 source=path.name,
                 skipped=bool(expect.get("skipped", False)),
                 messages=_strings(expect.get("message")),
+                notes=_strings(expect.get("notes")),
             ))
     return cases
 

@@ -1,4 +1,4 @@
-"""`serve` in a cluster: Namespace, Node, GPUPolicy and DRA watch caches feeding
+"""`serve` in a cluster: Namespace, Node, GPUPolicy, DRA and node-template watch caches feeding
 webhook.inputs.state.State.
 
 - Namespaces become the label map of the Context, Nodes the Inventory (rebuilt at most every
@@ -12,6 +12,9 @@ webhook.inputs.state.State.
   parsed claim is kept, so status updates publish nothing. Claims made for one pod from a
   template are kept too: what marks them (an annotation, a Pod owner) is the writer's to set,
   and a pod naming such a claim by resourceClaimName is judged on it.
+- Node templates (Karpenter NodePools, Cluster API MachineDeployments, MachineSets and
+  MachinePools; optional: a cluster without the CRD has none) and LimitRanges join the
+  Inventory: capacity that can appear, and the defaults the fit applies.
 - The State is told once every cache has finished its first full list, so /readyz stays 503
   until then. When the API server goes away, or answers a list or watch with an error, the
   last listed state keeps serving: `/readyz` (`errors`, as `cluster/<resource>`), the logs and
@@ -28,6 +31,7 @@ import functools
 import logging
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 from kubernetes import client as k8s
@@ -36,6 +40,8 @@ from policies.dra.parse_slices import parse_device_class, parse_slice
 from policies.dra.taint_rules import parse_taint_rule
 from policies.inventory import Inventory
 from policies.model import GPUPolicy
+from policies.scheduling.request import limit_range_defaults
+from policies.scheduling.templates import read_templates, with_templates
 from webhook.cluster.client import WatchCache, WatchSettings, api_client, served
 from webhook.cluster.config import wanted
 from webhook.cluster.errors import ClusterError
@@ -45,6 +51,7 @@ from webhook.cluster.kinds import (
     DRA_VERSION,
     GROUP,
     PLURAL,
+    TEMPLATE_RESOURCES,
     VERSION,
     node_facts,
 )
@@ -52,6 +59,32 @@ from webhook.inputs import sources
 from webhook.inputs.sources import Invalid, claim_entry, gpupolicy, inventory_of
 
 log = logging.getLogger("gpupolicy.cluster")
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def template_facts(obj: dict[str, Any], *, kind: str, api_version: str) -> dict[str, Any]:
+    """What a node template is read for, and no more (status heartbeats change nothing):
+    names, annotations, the template, limits, replicas and what a NodePool has started."""
+    meta = _dict(obj.get("metadata"))
+    spec = _dict(obj.get("spec"))
+    template = _dict(spec.get("template"))
+    return {"apiVersion": api_version, "kind": kind,
+            "metadata": {k: meta[k] for k in ("name", "namespace", "annotations", "labels")
+                         if k in meta},
+            "spec": {"template": {"metadata": _dict(template.get("metadata")),
+                                  "spec": {k: v for k, v in _dict(template.get("spec")).items()
+                                           if k in ("requirements", "taints", "nodeClassRef")}},
+                     **{k: spec[k] for k in ("limits", "replicas") if k in spec}},
+            "status": {k: v for k, v in _dict(obj.get("status")).items() if k == "resources"}}
+
+
+def limit_range_facts(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = _dict(obj.get("metadata"))
+    return {"metadata": {"name": meta.get("name"), "namespace": meta.get("namespace") or ""},
+            "spec": _dict(obj.get("spec"))}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -125,8 +158,19 @@ class ClusterSources:
                                             DRA_VERSION, plural),
                   functools.partial(claim_entry, kind=kind), DRA_GROUP, DRA_VERSION)
             for plural, kind in CLAIM_RESOURCES)
+        # Capacity that can appear (optional CRDs: a cluster without Karpenter or Cluster API
+        # has no templates): NodePools and cluster-autoscaler node groups, and the
+        # namespaces' LimitRanges, whose defaults count in the fit.
+        self.templates = tuple(
+            cache(plural, functools.partial(custom.list_cluster_custom_object, group, version,
+                                            plural),
+                  functools.partial(template_facts, kind=kind, api_version=f"{group}/{version}"),
+                  group, version)
+            for group, version, plural, kind in TEMPLATE_RESOURCES)
+        self.limit_ranges = cache("limitranges", core.list_limit_range_for_all_namespaces,
+                                  limit_range_facts)
         self.caches = (self.namespaces, self.nodes, self.policies, self.slices, self.classes,
-                       self.taint_rules, *self.claims)
+                       self.taint_rules, *self.claims, *self.templates, self.limit_ranges)
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -262,7 +306,9 @@ class ClusterSources:
             parts["namespaces"] = self.namespaces.snapshot()
         if first or changed & {plural for plural, _ in CLAIM_RESOURCES}:
             parts["claims"] = dict(entry for c in self.claims for entry in c.snapshot().values())
-        if first or changed & {"nodes", "resourceslices", "deviceclasses", "devicetaintrules"}:
+        if first or changed & {"nodes", "resourceslices", "deviceclasses", "devicetaintrules",
+                               "limitranges", *(plural for _, _, plural, _ in
+                                                TEMPLATE_RESOURCES)}:
             nodes = self.nodes.snapshot()
             if nodes:
                 parts["inventory"] = self._inventory(nodes)
@@ -279,9 +325,19 @@ class ClusterSources:
             self._publish_policies()
 
     def _inventory(self, nodes: dict[str, Any]) -> Inventory:
-        return inventory_of(nodes.values(), self.slices.snapshot().values(),
-                            self.classes.snapshot().values(), self.state.catalog,
-                            self.taint_rules.snapshot().values())
+        found = inventory_of(nodes.values(), self.slices.snapshot().values(),
+                             self.classes.snapshot().values(), self.state.catalog,
+                             self.taint_rules.snapshot().values())
+        templates = [obj for c in self.templates for obj in c.snapshot().values()]
+        if templates:
+            found = with_templates(found, read_templates(templates, self.state.catalog))
+        by_namespace: dict[str, list[dict[str, Any]]] = {}
+        for obj in self.limit_ranges.snapshot().values():
+            by_namespace.setdefault(obj["metadata"]["namespace"], []).append(obj)
+        if by_namespace:
+            found = replace(found, limits={ns: limit_range_defaults(items)
+                                           for ns, items in by_namespace.items()})
+        return found
 
     def _publish_policies(self) -> None:
         valid: list[GPUPolicy] = []

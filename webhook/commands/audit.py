@@ -252,6 +252,8 @@ def audit(source: Source, context: Context, progress: Progress, *,
             if only is not None and namespace_of(obj, None) not in only:
                 continue
             if count > 1 and shard_of(namespace_of(obj, None), count) != index:
+                if kind == "Pod":  # what it holds on its node counts in every shard
+                    checks.hold(obj)
                 if index == 0 and kind == "Pod":  # the cluster report counts shared GPUs
                     checks.view.add_pod(obj, namespace_of(obj, None),
                                         str(sources.metadata_of(obj).get("name") or "?"))

@@ -115,6 +115,10 @@ def _load(args: argparse.Namespace, warn: Any) -> tuple[list[dict[str, Any]], Co
     context, warnings = sources.build_context(args, live.cluster_objects(warn))
     for line in warnings:
         warn(line)
+    if context.inventory is not None:  # what the nodes hold now: "fits once ... are free"
+        from dataclasses import replace
+        context = replace(context, inventory=replace(context.inventory,
+                                                     occupancy=live.occupancy()))
     return [obj], context, {id(obj): scheduler_message(obj)}
 
 
@@ -210,7 +214,9 @@ def answer(obj: dict[str, Any], context: Context, namespace: str | None,
             "fits": any(v.fits for v in verdicts),
             "pools": [{"pool": v.pool, "nodes": v.nodes, "model": v.model, "fits": v.fits,
                        "reasons": list(v.reasons), "scheduler": v.scheduler,
-                       **({"allocation": v.allocation} if v.allocation else {})}
+                       **({"allocation": v.allocation} if v.allocation else {}),
+                       **({"template": v.template, "label": v.label} if v.template else {}),
+                       **({"now": v.now} if v.now else {})}
                       for v in verdicts],
         })
     return {
@@ -267,21 +273,32 @@ def render(answers: list[dict[str, Any]], *, pools_known: bool) -> str:
             lines.append("  not a GPU workload: no container requests an accelerator and no "
                          "GPU share is annotated")
         for spec in a["podSpecs"]:
-            fitting = [p["pool"] for p in spec["pools"] if p["fits"]]
-            total = len(spec["pools"])
+            pools = [p for p in spec["pools"] if "template" not in p]
+            templates = [p for p in spec["pools"] if "template" in p]
+            fitting = [p["pool"] for p in pools if p["fits"]]
+            total = len(pools)
             verdict = (f"fits {len(fitting)} of {total} pool{'s' * (total != 1)}"
                        if fitting else "fits NO node pool")
+            if templates:
+                grown = sum(p["fits"] for p in templates)
+                verdict += (f"; {grown} of {len(templates)} node templates can start a node "
+                            "for it" if grown else "; no node template can start a node for it")
             lines.append(f"  pod spec {spec['path']}: {verdict}")
             for p in spec["pools"]:
                 size = f"{p['nodes']} node{'s' * (p['nodes'] != 1)}, " if pools_known else ""
                 head = f"    pool {p['pool']} ({size}{p['model'] or 'no GPU'}): "
+                if "template" in p:
+                    head = f"    {p['label']} ({p['model'] or 'no GPU'}): "
                 if p["fits"]:
-                    lines.append(head + "fits")
+                    lines.append(head + p.get("now", "fits on scale-up" if "template" in p
+                                              else "fits"))
                 elif p["scheduler"]:  # the scheduler's words, then every reason in full
-                    lines.append(head + p["scheduler"])
+                    never = "never fits: " if p.get("now") else ""  # whatever pods hold
+                    lines.append(head + never + p["scheduler"])
                     lines.extend(f"{' ' * 6}- {r}" for r in p["reasons"])
                 else:
-                    lines.append(head + p["reasons"][0])
+                    never = "never fits: " if p.get("now") else ""
+                    lines.append(head + never + p["reasons"][0])
                     lines.extend(f"{' ' * 6}- {r}" for r in p["reasons"][1:])
         lines.append("")
     if not pools_known:

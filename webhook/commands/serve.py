@@ -430,7 +430,8 @@ def _build(args: argparse.Namespace, record: bool = True) -> tuple[Any, Any]:
     state = State(sources.load_catalog(), excluded_namespaces=excluded, expect=expect,
                   workload_kinds=sources.load_workload_kinds(args.workload_kinds))
     files = FileSources(state, policies=args.policies, namespaces=args.namespaces,
-                        inventory=args.inventory, record=record, cluster=cluster)
+                        inventory=args.inventory, record=record, cluster=cluster,
+                        node_templates=getattr(args, "node_templates", None))
     return state, files
 
 

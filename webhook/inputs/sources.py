@@ -13,7 +13,7 @@ import argparse
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -24,6 +24,9 @@ from policies.engine import CLAIM_KINDS
 from policies.inventory import Inventory
 from policies.loading import PolicyLoadError, PolicyProblem, check_unique, parse_policies
 from policies.model import API_VERSION, KIND, GPUPolicy
+from policies.scheduling.occupancy import Occupancy
+from policies.scheduling.request import limit_range_defaults
+from policies.scheduling.templates import is_template, read_templates, with_templates
 from policies.workloads import WORKLOAD_KINDS, KindTable, KindTableError, parse_kind_table
 
 if TYPE_CHECKING:  # the DRA object model loads only for inputs that hold DRA objects
@@ -185,13 +188,18 @@ def read_cluster_file(path: Path | str) -> ClusterObjects:
     ResourceClaims and templates pods name), all read; one with no Node is an error."""
     found = ClusterObjects()
     for obj in read_objects(path):
+        if obj.get("kind") == "Pod":  # pods bound to nodes: what they hold, summed per node
+            if found.occupancy is None:
+                found.occupancy = Occupancy()
+            found.occupancy.add_pod(obj)
+            continue
         if obj.get("kind") in DRA_CLUSTER_KINDS:  # the DRA readers load for DRA objects only
             from policies.dra.reader import unserved_dra_version
             unserved = unserved_dra_version(obj)
             if unserved:  # its devices would be lost: every claim would be judged wrongly
                 raise SourceError(f"{path}: {unserved}")
         found.add(obj)
-    if not found.nodes:
+    if not found.nodes and not found.templates:
         # What a failed `kubectl get nodes -o yaml > nodes.yaml` leaves: not "no nodes".
         raise SourceError(f"{path}: no Node objects (expected `kubectl get nodes -o yaml`)")
     return found
@@ -291,12 +299,24 @@ class ClusterObjects:
     # The namespace of a claim that names none: the door's --namespace, which the workloads
     # beside it that name none get too (a pod finds its template in its own namespace).
     namespace: str = "default"
+    # Capacity that can appear: Karpenter NodePools, Cluster API node groups, and Node objects
+    # given as templates (--node-templates)
+    templates: list[dict[str, Any]] = field(default_factory=list)
+    node_templates: list[dict[str, Any]] = field(default_factory=list)
+    limit_ranges: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    occupancy: Occupancy | None = None  # an --inventory file's pods, summed per node
 
     def add(self, obj: Mapping[str, Any]) -> None:
         kind = obj.get("kind")
         if not isinstance(kind, str):  # a list or a map in `kind` is no kind at all
             return
-        if kind == "Namespace":
+        if kind == "LimitRange":
+            namespace = metadata_of(obj).get("namespace") or self.namespace
+            if isinstance(namespace, str):
+                self.limit_ranges.setdefault(namespace, []).append(dict(obj))
+        elif is_template(obj):
+            self.templates.append(dict(obj))
+        elif kind == "Namespace":
             self.namespaces.update(namespace_labels([obj]))
         elif kind == "Node":
             self.nodes.append(dict(obj))
@@ -319,7 +339,14 @@ class ClusterObjects:
 
 
     def inventory(self, catalog: Catalog) -> Inventory:
-        return inventory_of(self.nodes, self.slices, self.classes, catalog, self.taint_rules)
+        found = inventory_of(self.nodes, self.slices, self.classes, catalog, self.taint_rules)
+        if self.templates or self.node_templates:
+            found = with_templates(found, read_templates(self.templates, catalog,
+                                                         self.node_templates))
+        if self.limit_ranges or self.occupancy is not None:
+            found = replace(found, occupancy=self.occupancy, limits={
+                ns: limit_range_defaults(items) for ns, items in self.limit_ranges.items()})
+        return found
 
 
 def inventory_of(nodes: Iterable[Mapping[str, Any]], slices: Iterable[Any],
@@ -348,8 +375,25 @@ def inventory_and_claims(found: ClusterObjects, inventory: Path | str | None,
         cluster = read_cluster_file(inventory)
         if cluster.slices or cluster.classes:
             cluster.classes = with_classes(cluster.classes, found.classes)
+        cluster.node_templates.extend(found.node_templates)
+        cluster.templates.extend(found.templates)
         return cluster.inventory(catalog), {**cluster.claims, **found.claims}
-    return (found.inventory(catalog) if found.nodes else None), dict(found.claims)
+    return (found.inventory(catalog) if found.nodes or found.templates
+            or found.node_templates else None), dict(found.claims)
+
+
+def read_node_templates(path: Path | str, found: ClusterObjects) -> None:
+    """--node-templates FILE: Node objects that stand for nodes an autoscaler can start, and
+    NodePools or Cluster API node groups; a file with none of them is an error."""
+    before = len(found.templates) + len(found.node_templates)
+    for obj in read_objects(path):
+        if obj.get("kind") == "Node":
+            found.node_templates.append(dict(obj))
+        elif is_template(obj):
+            found.templates.append(dict(obj))
+    if len(found.templates) + len(found.node_templates) == before:
+        raise SourceError(f"{path}: no Node, NodePool or Cluster API node group objects "
+                          "(expected node templates)")
 
 
 def with_classes(listed: Sequence[dict[str, Any]], given: Sequence[dict[str, Any]]
@@ -411,6 +455,10 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
                         help="policy file or directory (default: the bundled policies)")
     parser.add_argument("--inventory", metavar="FILE",
                         help="nodes, as from `kubectl get nodes -o yaml`")
+    parser.add_argument("--node-templates", metavar="FILE",
+                        help="nodes an autoscaler can start: Node-shaped templates, Karpenter "
+                             "NodePools or Cluster API node groups (a pod only they can run is "
+                             "admitted with a note)")
     parser.add_argument("--namespaces", metavar="FILE", action="append", default=[],
                         help="Namespace objects (labels for namespaceSelector); repeatable")
     parser.add_argument("--exclude-namespace", metavar="NS", action="append", default=None,
@@ -432,6 +480,9 @@ def build_context(
     policies, clashes = merge_policies(load_policies(args.policies), found.policies)
     namespaces = load_namespaces(args.namespaces)
     namespaces.update(found.namespaces)
+    templates = getattr(args, "node_templates", None)
+    if templates:
+        read_node_templates(templates, found)
     inventory, claims = inventory_and_claims(found, args.inventory, catalog)
     context = Context(
         policies=policies, catalog=catalog, inventory=inventory, namespaces=namespaces,
@@ -439,7 +490,14 @@ def build_context(
         workload_kinds=load_workload_kinds(getattr(args, "workload_kinds", None)),
         claims=claims,
     )
-    return context, [*found.problems, *clashes.values()]
+    return context, [*found.problems, *clashes.values(), *template_warnings(context)]
+
+
+def template_warnings(context: Context) -> list[str]:
+    """The node templates that could not be read as capacity, each with its path."""
+    inventory = context.inventory
+    return [f"skipping node template {p.describe()}"
+            for p in (inventory.template_problems if inventory is not None else ())]
 
 
 def _name(obj: Mapping[str, Any]) -> str:

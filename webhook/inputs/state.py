@@ -19,6 +19,7 @@ from typing import Any
 from policies.catalog import Catalog
 from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
 from policies.loading import PolicyLoadError
+from policies.scheduling.templates import Templates, read_templates, with_templates
 from policies.workloads import WORKLOAD_KINDS, KindTable
 from webhook import logs
 from webhook.inputs import sources
@@ -36,7 +37,7 @@ class State:
         self._lock = threading.Lock()
         self._parts: dict[str, Any] = {
             "policies": (), "cluster_policies": (), "namespaces": {}, "inventory": None,
-            "claims": {},
+            "claims": {}, "node_templates": None,
         }
         self._excluded = excluded_namespaces
         self._kinds = workload_kinds
@@ -72,9 +73,13 @@ class State:
             for name, message in clashes.items():
                 self.errors[f"gpupolicy/{name}"] = message
             self._clashes = set(clashes)
+            inventory = self._parts["inventory"]
+            templates = self._parts["node_templates"]
+            if inventory is not None and templates is not None:  # --node-templates FILE
+                inventory = with_templates(inventory, templates)
             self.context = Context(
                 policies=tuple(policies), catalog=self.catalog,
-                inventory=self._parts["inventory"], namespaces=dict(self._parts["namespaces"]),
+                inventory=inventory, namespaces=dict(self._parts["namespaces"]),
                 excluded_namespaces=self._excluded, workload_kinds=self._kinds,
                 claims=self._parts["claims"],
             )
@@ -126,6 +131,7 @@ class FileSources:
     def __init__(
         self, state: State, *, policies: str | None, namespaces: Sequence[str] = (),
         inventory: str | None = None, record: bool = True, cluster: bool = False,
+        node_templates: str | None = None,
     ) -> None:
         self.state = state
         self.record = record  # False: a check that must not count in metrics or logs
@@ -150,6 +156,12 @@ class FileSources:
             self.watched.append(_Watched(
                 "inventory", lambda: _fingerprint([inv]),
                 lambda: _inventory_parts(inv, state.catalog),
+            ))
+        if node_templates:  # read in cluster mode too: capacity the API server cannot list
+            templates = Path(node_templates)
+            self.watched.append(_Watched(
+                "node_templates", lambda: _fingerprint([templates]),
+                lambda: {"node_templates": _node_templates(templates, state.catalog)},
             ))
         self._stop = threading.Event()
 
@@ -204,6 +216,13 @@ class FileSources:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+def _node_templates(path: Path, catalog: Catalog) -> Templates:
+    """A --node-templates file: Node-shaped templates, NodePools, Cluster API node groups."""
+    found = sources.ClusterObjects()
+    sources.read_node_templates(path, found)
+    return read_templates(found.templates, catalog, found.node_templates)
 
 
 def _inventory_parts(path: Path, catalog: Catalog) -> dict[str, Any]:
