@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from policies import allowed_models
 from policies.claimfit import (
     allocation_text,
     asks_dra_served,
@@ -89,14 +90,16 @@ def review(
     if subresource:  # status, resize, binding...: not a change of what the pod asks for
         return Decision(allowed=True, mutated=obj)
 
-    patch, found, views = _mutate(obj, specs, policies, namespace, context)
+    injected: list[str] = []
+    patch, found, views = _mutate(obj, specs, policies, namespace, context, injected)
     for view in views if judge else ():
         found += _check(view, policies, context)
     # (most admissions find nothing: the empty cases cost no generator)
     violations = tuple([_violation(policy, f) for policy, f in found]) if found else ()
     creating = operation == "CREATE"
     unresolved = tuple(_unknown_claims(views, context))
-    notes = tuple(_not_injected(views, specs, policies))
+    notes = (*_not_injected(views, specs, policies), *injected) if injected \
+        else tuple(_not_injected(views, specs, policies))
     return Decision(
         notes=(*notes, *(u.note for u in unresolved)) if unresolved else notes,
         unresolved=unresolved,
@@ -207,8 +210,10 @@ def _violation(policy: GPUPolicy, finding: Finding) -> Violation:
 def _mutate(
     obj: Mapping[str, Any], specs: Sequence[Carrier],
     policies: Sequence[GPUPolicy], namespace: str, context: Context,
+    notes: list[str] | None = None,
 ) -> tuple[Patch, list[tuple[GPUPolicy, Finding]], list[PodView]]:
-    """Inject into every pod spec, then view each as it is after injection."""
+    """Inject into every pod spec, then view each as it is after injection; `notes` gets
+    what was not injected, and why."""
     patch = Patch(obj)
     found: list[tuple[GPUPolicy, Finding]] = []
     before = []
@@ -225,8 +230,11 @@ def _mutate(
                 found_demand = replace(found_demand, claims=uses)
         found_demand = _with_served(found_demand, dra, prefix)
         before.append(found_demand)
+        models = allowed_models.requirements(context, policies, found_demand) \
+            if policies and found_demand.gpu else ()
         found += inject(patch, prefix, before[-1], policies, carrier.kind.pod_fields,
-                        carrier.kind.fields_at)
+                        carrier.kind.fields_at, api=context.api, notes=notes, models=models,
+                        pod=obj.get("kind") == "Pod" and prefix == ("spec",))
     return patch, found, list(_views(patch, specs, before, obj, namespace, dra))
 
 
