@@ -21,7 +21,11 @@ DRA_GROUP, DRA_VERSION = "resource.k8s.io", "v1"  # GA since Kubernetes 1.34
 WATCHED = (("", "namespaces"), ("", "nodes"), (GROUP, PLURAL),
            (DRA_GROUP, "resourceslices"), (DRA_GROUP, "deviceclasses"),
            (DRA_GROUP, "devicetaintrules"),
-           (DRA_GROUP, "resourceclaims"), (DRA_GROUP, "resourceclaimtemplates"))
+           (DRA_GROUP, "resourceclaims"), (DRA_GROUP, "resourceclaimtemplates"),
+           ("scheduling.k8s.io", "priorityclasses"), ("node.k8s.io", "runtimeclasses"))
+# What the audit lists besides: ResourceQuotas (serve leaves quota to the API server's own
+# quota admission, so it has no need of them).
+AUDIT_ONLY = (("", "resourcequotas"),)
 # The namespaced DRA objects pods name in spec.resourceClaims: (plural, kind).
 CLAIM_RESOURCES = (("resourceclaims", "ResourceClaim"),
                    ("resourceclaimtemplates", "ResourceClaimTemplate"))

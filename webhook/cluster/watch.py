@@ -12,6 +12,9 @@ webhook.inputs.state.State.
   parsed claim is kept, and claims generated for one pod from a template are not kept at all
   (a pod spec names the template, never them), so status updates and per-pod claims cost no
   memory and publish nothing.
+- PriorityClasses and RuntimeClasses (scheduling.k8s.io/v1, node.k8s.io/v1) become
+  Context.api: an injected class name is resolved to what the API server's Priority and
+  RuntimeClass plugins would have written (policies/inject_classes.py).
 - The State is told once every cache has finished its first full list, so /readyz stays 503
   until then. When the API server goes away, or answers a list or watch with an error, the
   last listed state keeps serving: `/readyz` (`errors`, as `cluster/<resource>`), the logs and
@@ -28,10 +31,12 @@ import functools
 import logging
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 from kubernetes import client as k8s
 
+from policies.apiserver import ApiObjects
 from policies.dra.parse_slices import parse_device_class, parse_slice
 from policies.dra.taint_rules import parse_taint_rule
 from policies.inventory import Inventory
@@ -52,6 +57,16 @@ from webhook.inputs import sources
 from webhook.inputs.sources import Invalid, claim_entry, gpupolicy, inventory_of
 
 log = logging.getLogger("gpupolicy.cluster")
+# (API group, plural, kind) of the classes injection resolves (policies/apiserver.py)
+API_CLASSES = (("scheduling.k8s.io", "priorityclasses", "PriorityClass"),
+               ("node.k8s.io", "runtimeclasses", "RuntimeClass"))
+
+
+def _with_kind(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    meta = {k: v for k, v in meta.items() if k != "managedFields"} \
+        if isinstance(meta, dict) else {}
+    return {**obj, "kind": kind, "metadata": meta}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -125,8 +140,14 @@ class ClusterSources:
                                             DRA_VERSION, plural),
                   functools.partial(claim_entry, kind=kind), DRA_GROUP, DRA_VERSION)
             for plural, kind in CLAIM_RESOURCES)
+        # The classes an injected priorityClassName or runtimeClassName resolves to, kept as
+        # listed (few, small objects); list items come without their kind.
+        self.api_classes = tuple(
+            cache(plural, functools.partial(custom.list_cluster_custom_object, group, "v1",
+                                            plural), functools.partial(_with_kind, kind))
+            for group, plural, kind in API_CLASSES)
         self.caches = (self.namespaces, self.nodes, self.policies, self.slices, self.classes,
-                       self.taint_rules, *self.claims)
+                       self.taint_rules, *self.claims, *self.api_classes)
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -256,8 +277,14 @@ class ClusterSources:
 
     def _publish(self, changed: set[str]) -> None:
         first = not self.state.loaded >= {"namespaces", "inventory", "cluster_policies",
-                                          "claims"}
+                                          "claims", "api"}
         parts: dict[str, Any] = {}
+        if first or changed & {plural for _, plural, _ in API_CLASSES}:
+            read = ApiObjects.read(obj for c in self.api_classes
+                                   for obj in c.snapshot().values())
+            # both kinds listed (empty lists included): known, so an unknown name is said
+            parts["api"] = replace(read, priority_classes=read.priority_classes or {},
+                                   runtime_classes=read.runtime_classes or {})
         if first or "namespaces" in changed:
             parts["namespaces"] = self.namespaces.snapshot()
         if first or changed & {plural for plural, _ in CLAIM_RESOURCES}:
@@ -314,7 +341,7 @@ def from_args(args: argparse.Namespace, state: Any,
         return None
     sources = ClusterSources(state, api_client(getattr(args, "kubeconfig", None)),
                              settings=settings)
-    state.expect("namespaces", "inventory", "cluster_policies", "claims")
+    state.expect("namespaces", "inventory", "cluster_policies", "claims", "api")
     return sources
 
 

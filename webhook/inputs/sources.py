@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from policies import yamlpos
+from policies.apiserver import KINDS as API_KINDS
+from policies.apiserver import ApiObjects
 from policies.catalog import Catalog
 from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
 from policies.engine import CLAIM_KINDS
@@ -40,7 +42,7 @@ CONTEXT_KINDS = ("Namespace", "ResourceClaim", "ResourceClaimTemplate", "DeviceC
 # Kinds that describe the cluster rather than a workload: read from the inputs of every door.
 # (ResourceClaimTemplate too: the scan looks for substrings.)
 CLUSTER_KINDS = ("Namespace", "Node", "GPUPolicy", "ResourceSlice", "DeviceClass",
-                 "DeviceTaintRule", "ResourceClaim")
+                 "DeviceTaintRule", "ResourceClaim", *API_KINDS)
 # The kinds whose apiVersion must be one the apiserver serves them in (policies/dra/reader.py).
 DRA_CLUSTER_KINDS = ("ResourceSlice", "DeviceClass")
 
@@ -306,6 +308,13 @@ class ClusterObjects:
     # The namespace of a claim that names none: the door's --namespace, which the workloads
     # beside it that name none get too (a pod finds its template in its own namespace).
     namespace: str = "default"
+    # PriorityClasses, RuntimeClasses, ResourceQuotas (policies/apiserver.py), as listed
+    api_objects: list[dict[str, Any]] = field(default_factory=list)
+
+    def api(self) -> ApiObjects | None:
+        """What the API server's Priority, RuntimeClass and quota plugins read; None when
+        none of it was listed."""
+        return ApiObjects.read(self.api_objects) if self.api_objects else None
 
     def add(self, obj: Mapping[str, Any]) -> None:
         kind = obj.get("kind")
@@ -325,6 +334,8 @@ class ClusterObjects:
             entry = claim_entry(obj, namespace=self.namespace)
             if entry is not None:
                 self.claims[entry[0]] = entry[1]
+        elif kind in API_KINDS:
+            self.api_objects.append(dict(obj))
         elif kind == "GPUPolicy":
             checked = gpupolicy(obj)
             if isinstance(checked, Invalid):
@@ -361,6 +372,8 @@ def inventory_and_claims(found: ClusterObjects, inventory: Path | str | None,
     input's class replaces the inventory's of that name). Raises SourceError."""
     if inventory:
         cluster = read_cluster_file(inventory)
+        # the file's classes and quotas are the cluster's: they join what the door reads
+        found.api_objects = [*cluster.api_objects, *found.api_objects]
         if cluster.slices or cluster.classes:
             cluster.classes = with_classes(cluster.classes, found.classes)
         return cluster.inventory(catalog), {**cluster.claims, **found.claims}
@@ -452,7 +465,7 @@ def build_context(
         policies=policies, catalog=catalog, inventory=inventory, namespaces=namespaces,
         excluded_namespaces=excluded_namespaces(args.exclude_namespace, own_namespace),
         workload_kinds=load_workload_kinds(getattr(args, "workload_kinds", None)),
-        claims=claims,
+        claims=claims, api=found.api(),
     )
     return context, [*found.problems, *clashes.values()]
 
