@@ -31,7 +31,6 @@ import functools
 import logging
 import threading
 import time
-from dataclasses import replace
 from typing import Any
 
 from kubernetes import client as k8s
@@ -144,7 +143,8 @@ class ClusterSources:
         # listed (few, small objects); list items come without their kind.
         self.api_classes = tuple(
             cache(plural, functools.partial(custom.list_cluster_custom_object, group, "v1",
-                                            plural), functools.partial(_with_kind, kind))
+                                            plural), functools.partial(_with_kind, kind),
+                  group, "v1")
             for group, plural, kind in API_CLASSES)
         self.caches = (self.namespaces, self.nodes, self.policies, self.slices, self.classes,
                        self.taint_rules, *self.claims, *self.api_classes)
@@ -280,11 +280,10 @@ class ClusterSources:
                                           "claims", "api"}
         parts: dict[str, Any] = {}
         if first or changed & {plural for _, plural, _ in API_CLASSES}:
-            read = ApiObjects.read(obj for c in self.api_classes
-                                   for obj in c.snapshot().values())
-            # both kinds listed (empty lists included): known, so an unknown name is said
-            parts["api"] = replace(read, priority_classes=read.priority_classes or {},
-                                   runtime_classes=read.runtime_classes or {})
+            # A kind with no object reads as not known (a cluster always has the two system
+            # PriorityClasses; one with no RuntimeClass gets injected names as they are).
+            parts["api"] = ApiObjects.read(obj for c in self.api_classes
+                                           for obj in c.snapshot().values())
         if first or "namespaces" in changed:
             parts["namespaces"] = self.namespaces.snapshot()
         if first or changed & {plural for plural, _ in CLAIM_RESOURCES}:
