@@ -76,6 +76,9 @@ class ApiObjects:
     runtime_classes: Mapping[str, RuntimeClass] | None = None
     quotas: Mapping[str, tuple[Quota, ...]] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
+    # PriorityClasses listed with a value that is no integer: defined (a pod may name them)
+    # but not resolvable (never injected)
+    unreadable: frozenset[str] = frozenset()
 
     @classmethod
     def read(cls, objects: Iterable[Mapping[str, Any]]) -> ApiObjects:
@@ -84,6 +87,7 @@ class ApiObjects:
         runtime: dict[str, RuntimeClass] | None = None
         quotas: dict[str, list[Quota]] = {}
         problems: list[str] = []
+        unreadable: set[str] = set()
         for obj in objects:
             kind, meta = obj.get("kind"), _map(obj.get("metadata"))
             name = meta.get("name")
@@ -93,7 +97,9 @@ class ApiObjects:
                 priority = priority if priority is not None else {}
                 found = _priority_class(obj, name)
                 if found is None:
-                    problems.append(f"PriorityClass/{name}: value is not an integer")
+                    problems.append(f"PriorityClass/{name}: value: not an integer; not "
+                                    "injected")
+                    unreadable.add(name)
                 else:
                     priority[name] = found
             elif kind == "RuntimeClass":
@@ -105,7 +111,8 @@ class ApiObjects:
                 quota = _quota(obj, name, namespace, problems)
                 quotas.setdefault(namespace, []).append(quota)
         return cls(priority, runtime, {ns: tuple(sorted(q, key=lambda x: x.name))
-                                       for ns, q in quotas.items()}, tuple(problems))
+                                       for ns, q in quotas.items()}, tuple(problems),
+                   frozenset(unreadable))
 
     @property
     def listed(self) -> bool:
@@ -117,6 +124,11 @@ class ApiObjects:
         if self.priority_classes is None:
             return None
         return self.priority_classes.get(name) or SYSTEM_CLASSES.get(name)
+
+    def defines(self, name: str) -> bool:
+        """Whether a PriorityClass of `name` exists (read or not); True when not listed."""
+        return self.priority_classes is None or name in self.unreadable \
+            or self.priority_class(name) is not None
 
     def global_default(self) -> PriorityClass | None:
         """The class the Priority plugin gives a pod that names none: of those marked

@@ -55,9 +55,10 @@ def priority(patch: Patch, prefix: FieldPath, name: str, by: str, api: ApiObject
         return
     found = api.priority_class(name)
     if found is None:
-        notes.append(f"{to_display(at)}: {name} (policy {by}) is not injected: no "
-                     f"PriorityClass with name {name} was found, so the pod keeps the "
-                     "priority the API server gave it")
+        why = f"PriorityClass {name} has no integer value" if name in api.unreadable \
+            else f"no PriorityClass with name {name} was found"
+        notes.append(f"{to_display(at)}: {name} (policy {by}) is not injected: {why}, so the "
+                     "pod keeps the priority the API server gave it")
         return
     _put(patch, at, name, by)
     if pod:

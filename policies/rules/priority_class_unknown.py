@@ -32,6 +32,6 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
             or "priorityClassName" not in view.pod_fields:
         return
     name = view.spec.get("priorityClassName")
-    if isinstance(name, str) and name and api.priority_class(name) is None:
+    if isinstance(name, str) and name and not api.defines(name):
         yield Finding(ID, f"no PriorityClass with name {name} was found",
                       view.at("priorityClassName"))

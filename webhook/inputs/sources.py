@@ -461,13 +461,16 @@ def build_context(
     namespaces = load_namespaces(args.namespaces)
     namespaces.update(found.namespaces)
     inventory, claims = inventory_and_claims(found, args.inventory, catalog)
+    api = found.api()
     context = Context(
         policies=policies, catalog=catalog, inventory=inventory, namespaces=namespaces,
         excluded_namespaces=excluded_namespaces(args.exclude_namespace, own_namespace),
         workload_kinds=load_workload_kinds(getattr(args, "workload_kinds", None)),
-        claims=claims, api=found.api(),
+        claims=claims, api=api,
     )
-    return context, [*found.problems, *clashes.values()]
+    # a class or quota that cannot be read is said, as an invalid GPUPolicy is
+    unread = [f"skipping unreadable {p}" for p in api.problems] if api is not None else []
+    return context, [*found.problems, *clashes.values(), *unread]
 
 
 def _name(obj: Mapping[str, Any]) -> str:
