@@ -216,8 +216,8 @@ def answer(obj: dict[str, Any], context: Context, namespace: str | None,
     return {
         "kind": obj.get("kind"), "namespace": ns, "name": meta.get("name"),
         "policies": [p.name for p in context.governing(ns)],
-        # what admission refuses, by whom: the API server's own plugins (quota, priority and
-        # runtime classes) apart from the policies; the pools below are the scheduler's say
+        # what the API server's own plugins (quota, priority and runtime classes) refuse,
+        # apart from the pools below (the scheduler's filters, and the policies' say)
         "refusals": [] if claim else _refusals(obj, context, ns),
         "gpu": view.gpu if view is not None else bool(specs),
         "scheduler": scheduler,
@@ -231,11 +231,11 @@ def answer(obj: dict[str, Any], context: Context, namespace: str | None,
 
 
 def _refusals(obj: dict[str, Any], context: Context, ns: str) -> list[dict[str, str]]:
+    """What the API server's own admission plugins refuse (the pools say the rest)."""
     decision = review(obj, context, namespace=ns)
-    return [{"by": "API server" if v.rule in APISERVER_RULES else f"policy {v.policy}",
-             "rule": v.rule, "path": v.field, "message": v.message,
+    return [{"by": "API server", "rule": v.rule, "path": v.field, "message": v.message,
              "severity": v.severity}
-            for v in decision.violations if v.severity == "error" or v.rule in APISERVER_RULES]
+            for v in decision.violations if v.rule in APISERVER_RULES]
 
 
 # What the API server's own admission plugins refuse (Priority, RuntimeClass, ResourceQuota),
