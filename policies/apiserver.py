@@ -61,10 +61,13 @@ class Scope(NamedTuple):
 class Quota(NamedTuple):
     name: str
     namespace: str
-    hard: Mapping[str, Number]  # spec.hard (status.hard when spec has none)
+    # status.hard, as the quota plugin reads it (spec.hard for a quota listed without status:
+    # a hand-written inventory)
+    hard: Mapping[str, Number]
     used: Mapping[str, Number]  # status.used
     shown: Mapping[str, str]  # resource -> the quantity as written, for hard and used alike
     scopes: tuple[Scope, ...] = ()
+    synced: bool = True  # it has a status.hard: the quota controller has counted it
 
 
 @dataclass(frozen=True)
@@ -169,7 +172,8 @@ def _quota(obj: Mapping[str, Any], name: str, namespace: str, problems: list[str
     spec, status = _map(obj.get("spec")), _map(obj.get("status"))
     shown: dict[str, str] = {}
     where = f"ResourceQuota/{namespace}/{name}"
-    hard = _amounts(_map(spec.get("hard")) or _map(status.get("hard")), shown, where, problems)
+    synced = bool(_map(status.get("hard")))
+    hard = _amounts(_map(status.get("hard")) or _map(spec.get("hard")), shown, where, problems)
     used = _amounts(_map(status.get("used")), {}, where, problems)
     scopes: list[Scope] = [Scope(s, "Exists", ()) for s in spec.get("scopes") or ()
                            if isinstance(s, str)] if isinstance(spec.get("scopes"), list) else []
@@ -180,7 +184,7 @@ def _quota(obj: Mapping[str, Any], name: str, namespace: str, problems: list[str
             scopes.append(Scope(expr["scopeName"], str(expr.get("operator") or ""),
                                 tuple(str(v) for v in values)
                                 if isinstance(values, list) else ()))
-    return Quota(name, namespace, hard, used, shown, tuple(scopes))
+    return Quota(name, namespace, hard, used, shown, tuple(scopes), synced)
 
 
 def _amounts(raw: Mapping[str, Any], shown: dict[str, str], where: str,

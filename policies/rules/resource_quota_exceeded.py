@@ -6,7 +6,10 @@ quota's `status.used` may not go over its `spec.hard`. Refused in the quota plug
 applies to the pods its scopes select (PriorityClass, Terminating/NotTerminating,
 BestEffort/NotBestEffort; a scope not read here makes it not apply: never a refusal on a
 guess). A quota that lists an extended resource without the `requests.` prefix limits
-nothing: said as a warning.
+nothing: said as a warning. A quota whose usage the quota controller has not counted yet
+(`status.hard` without the `status.used` of a resource it limits) refuses every pod it would
+count, as the plugin does: `status unknown for quota: <quota>, resources: <r>,...`. The limits
+are `status.hard`, as the plugin reads them (`spec.hard` for a quota listed without status).
 
 Judged by lint, review, explain and the audit where the cluster's quotas are known (an
 inventory that lists them, or a live cluster); the webhook leaves quota to the API server's
@@ -57,11 +60,30 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
                 yield Finding(ID, f"quota {quota.name} lists {bare}, which limits nothing: an "
                               f"extended resource is limited as {name}",
                               view.containers_path, level="warning")
+        tracked = sorted(n for n in quota.hard if _pod_resource(n))
+        if quota.synced and any(n in requested for n in tracked) \
+                and any(n not in quota.used for n in tracked):
+            # the plugin will not count against a quota whose usage it does not know
+            yield Finding(ID, f"status unknown for quota: {quota.name}, resources: "
+                          f"{','.join(tracked)}", view.containers_path)
+            return
         exceeded = sorted(n for n in requested if n in quota.hard
                           and quota.used.get(n, 0) + requested[n] > quota.hard[n])
         if exceeded:
             yield Finding(ID, _message(quota, requested, exceeded), view.containers_path)
             return  # the plugin stops at the first quota that refuses
+
+
+# What the pod quota evaluator counts (pkg/quota/v1/evaluator/core/pods.go): a quota listing
+# one of these must have its usage known before a pod is counted against it.
+_POD_RESOURCES = frozenset({"pods", "count/pods", "cpu", "memory", "ephemeral-storage",
+                            "requests.cpu", "requests.memory", "requests.ephemeral-storage",
+                            "limits.cpu", "limits.memory", "limits.ephemeral-storage"})
+
+
+def _pod_resource(name: str) -> bool:
+    return name in _POD_RESOURCES or name.startswith(("hugepages-", "requests.hugepages-")) \
+        or (name.startswith(PREFIX) and "/" in name)
 
 
 def _message(quota: Quota, requested: Mapping[str, Number], names: list[str]) -> str:
