@@ -20,7 +20,7 @@ is created (a template that carried a priority would be refused once the class's
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from policies.apiserver import ApiObjects
@@ -29,6 +29,7 @@ from policies.display import shown
 from policies.patch import Patch
 from policies.paths import FieldPath, to_display
 from policies.shape import absent_or
+from policies.workloads import POD_FIELDS
 
 CONFLICT = "runtime-class-conflict"
 _LIST_HINT = "(give an inventory with `kubectl get priorityclasses,runtimeclasses -o yaml`)"
@@ -67,11 +68,13 @@ def priority(patch: Patch, prefix: FieldPath, name: str, by: str, api: ApiObject
 
 
 def runtime(patch: Patch, prefix: FieldPath, name: str, by: str, api: ApiObjects | None,
-            pod: bool, notes: list[str]) -> Iterator[Finding]:
+            pod: bool, notes: list[str], fields: Collection[str] = POD_FIELDS
+            ) -> Iterator[Finding]:
     """Set `runtimeClassName` where the pod names none, with what the RuntimeClass plugin
     adds: the class's nodeSelector merged in, its tolerations appended and, on a Pod, its
     overhead. A class whose nodeSelector (or overhead) conflicts with the pod's is not
-    injected: that is the plugin's refusal, in its words."""
+    injected: that is the plugin's refusal, in its words. Only the pod-level `fields` the
+    kind has here are written (the plugin adds the rest when the pod is made)."""
     at = (*prefix, "runtimeClassName")
     if patch.get(at) not in (None, ""):
         return
@@ -108,9 +111,9 @@ def runtime(patch: Patch, prefix: FieldPath, name: str, by: str, api: ApiObjects
     if not absent_or(tolerations, ("list", None)):
         return
     _put(patch, at, name, by)
-    for key, value in found.node_selector.items():
+    for key, value in found.node_selector.items() if "nodeSelector" in fields else ():
         _put(patch, (*prefix, "nodeSelector", key), value, by)
-    for toleration in found.tolerations:
+    for toleration in found.tolerations if "tolerations" in fields else ():
         have = patch.get((*prefix, "tolerations")) or []
         if not any(_covers(t, toleration) for t in have if isinstance(t, dict)):
             patch.append((*prefix, "tolerations"), dict(toleration), by=by)

@@ -100,7 +100,8 @@ def inject(
             if field == "priorityClassName":
                 inject_classes.priority(patch, prefix, value, by, api, pod, said)
             else:
-                for finding in inject_classes.runtime(patch, prefix, value, by, api, pod, said):
+                for finding in inject_classes.runtime(patch, prefix, value, by, api, pod, said,
+                                                      pod_fields):
                     yield _policy(policies, by), finding
     except PatchConflict as exc:
         yield policies[0], Finding("pod-spec-malformed", str(exc), prefix)
