@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from policies import allowed_models
 from policies.claimfit import (
     allocation_text,
     asks_dra_served,
@@ -90,14 +91,16 @@ def review(
     if subresource:  # status, resize, binding...: not a change of what the pod asks for
         return Decision(allowed=True, mutated=obj)
 
-    patch, found, views = _mutate(obj, specs, policies, namespace, context)
+    injected: list[str] = []
+    patch, found, views = _mutate(obj, specs, policies, namespace, context, injected)
     for view in views if judge else ():
         found += _check(view, policies, context)
     # (most admissions find nothing: the empty cases cost no generator)
     violations = tuple([_violation(policy, f) for policy, f in found]) if found else ()
     creating = operation == "CREATE"
     unresolved = tuple(_unknown_claims(views, context))
-    notes = tuple(_not_injected(views, specs, policies))
+    notes = (*_not_injected(views, specs, policies), *injected) if injected \
+        else tuple(_not_injected(views, specs, policies))
     if judge:
         scale_up = [note for v in views if (note := v.memo.get(SCALE_UP))]
         if scale_up:
@@ -225,8 +228,10 @@ def _violation(policy: GPUPolicy, finding: Finding) -> Violation:
 def _mutate(
     obj: Mapping[str, Any], specs: Sequence[Carrier],
     policies: Sequence[GPUPolicy], namespace: str, context: Context,
+    notes: list[str] | None = None,
 ) -> tuple[Patch, list[tuple[GPUPolicy, Finding]], list[PodView]]:
-    """Inject into every pod spec, then view each as it is after injection."""
+    """Inject into every pod spec, then view each as it is after injection; `notes` gets
+    what was not injected, and why."""
     patch = Patch(obj)
     found: list[tuple[GPUPolicy, Finding]] = []
     before = []
@@ -243,8 +248,11 @@ def _mutate(
                 found_demand = replace(found_demand, claims=uses)
         found_demand = _with_served(found_demand, dra, prefix)
         before.append(found_demand)
+        models = allowed_models.requirements(context, policies, found_demand) \
+            if policies and found_demand.gpu else ()
         found += inject(patch, prefix, before[-1], policies, carrier.kind.pod_fields,
-                        carrier.kind.fields_at)
+                        carrier.kind.fields_at, api=context.api, notes=notes, models=models,
+                        pod=obj.get("kind") == "Pod" and prefix == ("spec",))
     return patch, found, list(_views(patch, specs, before, obj, namespace, dra))
 
 
@@ -260,6 +268,7 @@ def _views(
 ) -> Iterator[PodView]:
     kind = str(original.get("kind", ""))
     started = kind == "Pod" and _started(original)
+    admitted = kind == "Pod" and _exists(original)
     for carrier, found in zip(specs, before, strict=True):
         prefix = carrier.path
         spec = patch.get(prefix)
@@ -278,7 +287,7 @@ def _views(
         asks = bool(found.present or found.claims or found.fraction is not None)
         yield PodView(kind, spec, prefix, found, kind == "Pod", namespace,
                       products=targeted_products(spec) if asks else (), pod_fields=fields,
-                      started=started)
+                      started=started, admitted=admitted)
 
 
 def _same_containers(spec: Mapping[str, Any], before: Mapping[str, Any],

@@ -16,7 +16,7 @@ import yaml
 from tests.chart.helm import CI_VALUES, named, one, render, template
 from tests.chart.test_render import K8S_VERSION
 from tests.chart.test_webhooks import KIND_RESOURCES
-from webhook.cluster.kinds import BUILT_IN, CUSTOM, PODS, WATCHED
+from webhook.cluster.kinds import AUDIT_ONLY, BUILT_IN, CUSTOM, PODS, WATCHED
 from webhook.inputs.sources import load_workload_kinds
 
 SERVER_SA = {"kind": "ServiceAccount", "name": "rel-gpupolicy", "namespace": "gpu-system"}
@@ -74,7 +74,7 @@ def _audit_reads(objects: tuple[dict[str, Any], ...], tmp: Path) -> set[tuple[st
     table.write_text(config["data"]["workload-kinds.yaml"])
     reads |= {(k.group, k.resource) for k in load_workload_kinds(table).kinds if k.resource}
     assert PODS[0] == "Pod"
-    return reads | {("", "pods"), *WATCHED}
+    return reads | {("", "pods"), *WATCHED, *AUDIT_ONLY}
 
 
 @pytest.mark.parametrize("values", CI_VALUES)

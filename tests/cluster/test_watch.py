@@ -316,7 +316,7 @@ def test_serve_hook_merges_file_policies_and_watches_the_cluster(api_server, kub
         files.load_all()
         wait_for(lambda: state.ready)
         assert state.expected == {"policies", "namespaces", "inventory", "cluster_policies",
-                                  "claims"}
+                                  "claims", "api"}
         assert sorted(p.name for p in state.context.policies) == ["from-cluster", "from-file"]
         assert state.context.namespace_labels("team-a")["tier"] == "gpu"
         api_server.delete(gpupolicy("from-cluster"))

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from policies.apiserver import ApiObjects
 from policies.context import Context
 from policies.inventory import Inventory
 from policies.loading import parse_policies
@@ -97,13 +98,20 @@ def _claims(name: str) -> dict[tuple[str, str, str], Any]:
     return read_cluster_file(inventory_file(name)).claims
 
 
+@cache
+def _api(name: str) -> ApiObjects | None:
+    """PriorityClasses, RuntimeClasses and ResourceQuotas in an inventory file."""
+    return read_cluster_file(inventory_file(name)).api()
+
+
 def context_for(case: Case) -> Context:
     named = _named_policies()
     policies = [p for name in case.policies for p in named[name]]
     inventory = _inventory(case.inventory) if case.inventory else None
     claims = _claims(case.inventory) if case.inventory else {}
     return Context(policies=policies, catalog=_catalog(), inventory=inventory,
-                   namespaces=NAMESPACES, claims=claims)
+                   namespaces=NAMESPACES, claims=claims,
+                   api=_api(case.inventory) if case.inventory else None)
 
 
 def load_cases() -> list[Case]:

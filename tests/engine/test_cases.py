@@ -54,4 +54,4 @@ def test_the_mutating_question_gives_the_same_patch(case: Case) -> None:
 
 
 # what injecting itself finds (policies/mutate.py), not a rule's verdict
-INJECTION_RULES = {"pod-spec-malformed", "node-selector-conflict"}
+INJECTION_RULES = {"pod-spec-malformed", "node-selector-conflict", "runtime-class-conflict"}

@@ -29,7 +29,11 @@ WATCHED = (("", "namespaces"), ("", "nodes"), ("", "limitranges"), (GROUP, PLURA
            (DRA_GROUP, "resourceslices"), (DRA_GROUP, "deviceclasses"),
            (DRA_GROUP, "devicetaintrules"),
            (DRA_GROUP, "resourceclaims"), (DRA_GROUP, "resourceclaimtemplates"),
+           ("scheduling.k8s.io", "priorityclasses"), ("node.k8s.io", "runtimeclasses"),
            *((group, plural) for group, _, plural, _ in TEMPLATE_RESOURCES))
+# What the audit lists besides: ResourceQuotas (serve leaves quota to the API server's own
+# quota admission, so it has no need of them).
+AUDIT_ONLY = (("", "resourcequotas"),)
 # The namespaced DRA objects pods name in spec.resourceClaims: (plural, kind).
 CLAIM_RESOURCES = (("resourceclaims", "ResourceClaim"),
                    ("resourceclaimtemplates", "ResourceClaimTemplate"))

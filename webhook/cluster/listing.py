@@ -193,6 +193,7 @@ class LiveSource:
                     warn(f"cannot list {kind} objects ({describe(exc)}): judged without them")
                 elif exc.status != 404:
                     raise ClusterError(f"cannot list {kind} objects: {describe(exc)}") from None
+        self._api_objects(found, custom, core, warn)
         return found
 
     def occupancy(self) -> Occupancy:
@@ -206,6 +207,26 @@ class LiveSource:
         except ApiException as exc:
             raise ClusterError(f"cannot list pods: {describe(exc)}") from None
         return found
+
+    def _api_objects(self, found: sources.ClusterObjects, custom: Any, core: Any,
+                     warn: Warn) -> None:
+        """PriorityClasses, RuntimeClasses and ResourceQuotas (policies/apiserver.py). Without
+        the right to list one kind, it is not known and nothing is judged against it: said,
+        not fatal (the audit still has everything else to say)."""
+        for kind, func in (
+                ("PriorityClass", functools.partial(custom.list_cluster_custom_object,
+                                                    "scheduling.k8s.io", "v1",
+                                                    "priorityclasses")),
+                ("RuntimeClass", functools.partial(custom.list_cluster_custom_object,
+                                                   "node.k8s.io", "v1", "runtimeclasses")),
+                ("ResourceQuota", core.list_resource_quota_for_all_namespaces)):
+            try:
+                listed = [{**obj, "kind": kind} for page in self._all(func) for obj in page]
+            except ApiException as exc:
+                if exc.status != 404:
+                    warn(f"cannot list {kind} objects ({describe(exc)}): not judged against")
+                continue
+            found.api_objects += listed
 
     def _kinds(self, unavailable: dict[str, str]) -> Iterator[tuple[str, str, Callable[..., Any]]]:
         """(kind, apiVersion, list function) in listing order: the built-in kinds, the fixed

@@ -15,6 +15,9 @@ webhook.inputs.state.State.
 - Node templates (Karpenter NodePools, Cluster API MachineDeployments, MachineSets and
   MachinePools; optional: a cluster without the CRD has none) and LimitRanges join the
   Inventory: capacity that can appear, and the defaults the fit applies.
+- PriorityClasses and RuntimeClasses (scheduling.k8s.io/v1, node.k8s.io/v1) become
+  Context.api: an injected class name is resolved to what the API server's Priority and
+  RuntimeClass plugins would have written (policies/inject_classes.py).
 - The State is told once every cache has finished its first full list, so /readyz stays 503
   until then. When the API server goes away, or answers a list or watch with an error, the
   last listed state keeps serving: `/readyz` (`errors`, as `cluster/<resource>`), the logs and
@@ -36,6 +39,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from policies.apiserver import ApiObjects
 from policies.dra.parse_slices import parse_device_class, parse_slice
 from policies.dra.taint_rules import parse_taint_rule
 from policies.inventory import Inventory
@@ -59,6 +63,16 @@ from webhook.inputs import sources
 from webhook.inputs.sources import Invalid, claim_entry, gpupolicy, inventory_of
 
 log = logging.getLogger("gpupolicy.cluster")
+# (API group, plural, kind) of the classes injection resolves (policies/apiserver.py)
+API_CLASSES = (("scheduling.k8s.io", "priorityclasses", "PriorityClass"),
+               ("node.k8s.io", "runtimeclasses", "RuntimeClass"))
+
+
+def _with_kind(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    meta = {k: v for k, v in meta.items() if k != "managedFields"} \
+        if isinstance(meta, dict) else {}
+    return {**obj, "kind": kind, "metadata": meta}
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -169,8 +183,16 @@ class ClusterSources:
             for group, version, plural, kind in TEMPLATE_RESOURCES)
         self.limit_ranges = cache("limitranges", core.list_limit_range_for_all_namespaces,
                                   limit_range_facts)
+        # The classes an injected priorityClassName or runtimeClassName resolves to, kept as
+        # listed (few, small objects); list items come without their kind.
+        self.api_classes = tuple(
+            cache(plural, functools.partial(custom.list_cluster_custom_object, group, "v1",
+                                            plural), functools.partial(_with_kind, kind),
+                  group, "v1")
+            for group, plural, kind in API_CLASSES)
         self.caches = (self.namespaces, self.nodes, self.policies, self.slices, self.classes,
-                       self.taint_rules, *self.claims, *self.templates, self.limit_ranges)
+                       self.taint_rules, *self.claims, *self.templates, self.limit_ranges,
+                       *self.api_classes)
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -300,8 +322,13 @@ class ClusterSources:
 
     def _publish(self, changed: set[str]) -> None:
         first = not self.state.loaded >= {"namespaces", "inventory", "cluster_policies",
-                                          "claims"}
+                                          "claims", "api"}
         parts: dict[str, Any] = {}
+        if first or changed & {plural for _, plural, _ in API_CLASSES}:
+            # A kind with no object reads as not known (a cluster always has the two system
+            # PriorityClasses; one with no RuntimeClass gets injected names as they are).
+            parts["api"] = ApiObjects.read(obj for c in self.api_classes
+                                           for obj in c.snapshot().values())
         if first or "namespaces" in changed:
             parts["namespaces"] = self.namespaces.snapshot()
         if first or changed & {plural for plural, _ in CLAIM_RESOURCES}:
@@ -370,7 +397,7 @@ def from_args(args: argparse.Namespace, state: Any,
         return None
     sources = ClusterSources(state, api_client(getattr(args, "kubeconfig", None)),
                              settings=settings)
-    state.expect("namespaces", "inventory", "cluster_policies", "claims")
+    state.expect("namespaces", "inventory", "cluster_policies", "claims", "api")
     return sources
 
 

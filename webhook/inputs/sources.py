@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from policies import yamlpos
+from policies.apiserver import KINDS as API_KINDS
+from policies.apiserver import ApiObjects
 from policies.catalog import Catalog
 from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
 from policies.engine import CLAIM_KINDS
@@ -43,7 +45,7 @@ CONTEXT_KINDS = ("Namespace", "ResourceClaim", "ResourceClaimTemplate", "DeviceC
 # Kinds that describe the cluster rather than a workload: read from the inputs of every door.
 # (ResourceClaimTemplate too: the scan looks for substrings.)
 CLUSTER_KINDS = ("Namespace", "Node", "GPUPolicy", "ResourceSlice", "DeviceClass",
-                 "DeviceTaintRule", "ResourceClaim")
+                 "DeviceTaintRule", "ResourceClaim", *API_KINDS)
 # The kinds whose apiVersion must be one the apiserver serves them in (policies/dra/reader.py).
 DRA_CLUSTER_KINDS = ("ResourceSlice", "DeviceClass")
 
@@ -305,6 +307,13 @@ class ClusterObjects:
     node_templates: list[dict[str, Any]] = field(default_factory=list)
     limit_ranges: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     occupancy: Occupancy | None = None  # an --inventory file's pods, summed per node
+    # PriorityClasses, RuntimeClasses, ResourceQuotas (policies/apiserver.py), as listed
+    api_objects: list[dict[str, Any]] = field(default_factory=list)
+
+    def api(self) -> ApiObjects | None:
+        """What the API server's Priority, RuntimeClass and quota plugins read; None when
+        none of it was listed."""
+        return ApiObjects.read(self.api_objects) if self.api_objects else None
 
     def add(self, obj: Mapping[str, Any]) -> None:
         kind = obj.get("kind")
@@ -330,6 +339,8 @@ class ClusterObjects:
             entry = claim_entry(obj, namespace=self.namespace)
             if entry is not None:
                 self.claims[entry[0]] = entry[1]
+        elif kind in API_KINDS:
+            self.api_objects.append(dict(obj))
         elif kind == "GPUPolicy":
             checked = gpupolicy(obj)
             if isinstance(checked, Invalid):
@@ -373,6 +384,8 @@ def inventory_and_claims(found: ClusterObjects, inventory: Path | str | None,
     input's class replaces the inventory's of that name). Raises SourceError."""
     if inventory:
         cluster = read_cluster_file(inventory)
+        # the file's classes and quotas are the cluster's: they join what the door reads
+        found.api_objects = [*cluster.api_objects, *found.api_objects]
         if cluster.slices or cluster.classes:
             cluster.classes = with_classes(cluster.classes, found.classes)
         cluster.node_templates.extend(found.node_templates)
@@ -484,13 +497,16 @@ def build_context(
     if templates:
         read_node_templates(templates, found)
     inventory, claims = inventory_and_claims(found, args.inventory, catalog)
+    api = found.api()
     context = Context(
         policies=policies, catalog=catalog, inventory=inventory, namespaces=namespaces,
         excluded_namespaces=excluded_namespaces(args.exclude_namespace, own_namespace),
         workload_kinds=load_workload_kinds(getattr(args, "workload_kinds", None)),
-        claims=claims,
+        claims=claims, api=api,
     )
-    return context, [*found.problems, *clashes.values(), *template_warnings(context)]
+    # a class or quota that cannot be read is said, as an invalid GPUPolicy is
+    unread = [f"skipping unreadable {p}" for p in api.problems] if api is not None else []
+    return context, [*found.problems, *clashes.values(), *unread, *template_warnings(context)]
 
 
 def template_warnings(context: Context) -> list[str]:

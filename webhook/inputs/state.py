@@ -12,10 +12,11 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from policies.apiserver import ApiObjects
 from policies.catalog import Catalog
 from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
 from policies.loading import PolicyLoadError
@@ -37,7 +38,7 @@ class State:
         self._lock = threading.Lock()
         self._parts: dict[str, Any] = {
             "policies": (), "cluster_policies": (), "namespaces": {}, "inventory": None,
-            "claims": {}, "node_templates": None,
+            "claims": {}, "node_templates": None, "api": None,
         }
         self._excluded = excluded_namespaces
         self._kinds = workload_kinds
@@ -81,7 +82,7 @@ class State:
                 policies=tuple(policies), catalog=self.catalog,
                 inventory=inventory, namespaces=dict(self._parts["namespaces"]),
                 excluded_namespaces=self._excluded, workload_kinds=self._kinds,
-                claims=self._parts["claims"],
+                claims=self._parts["claims"], api=without_quotas(self._parts["api"]),
             )
             return self.context
 
@@ -226,9 +227,17 @@ def _node_templates(path: Path, catalog: Catalog) -> Templates:
 
 
 def _inventory_parts(path: Path, catalog: Catalog) -> dict[str, Any]:
-    """An --inventory file gives the inventory and the ResourceClaims pods may name."""
+    """An --inventory file gives the inventory, the ResourceClaims pods may name and the
+    PriorityClasses and RuntimeClasses injection resolves (its ResourceQuotas are left to
+    the API server's own quota admission)."""
     found = sources.read_cluster_file(path)
-    return {"inventory": found.inventory(catalog), "claims": found.claims}
+    return {"inventory": found.inventory(catalog), "claims": found.claims, "api": found.api()}
+
+
+def without_quotas(api: ApiObjects | None) -> ApiObjects | None:
+    """The webhook leaves quota to the API server's own quota admission, which runs after it
+    and counts what is admitted concurrently: the webhook's Context has no ResourceQuotas."""
+    return api if api is None or not api.quotas else replace(api, quotas={})
 
 
 def _policy_paths(root: Path) -> list[Path]:
