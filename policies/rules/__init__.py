@@ -5,8 +5,51 @@ does not depend on policy settings, such as the apiserver's own checks: it then 
 pod, attributed to the strictest governing policy), optionally `FAMILIES` (the resource families
 without which it has nothing to say, so it is not run) and `check(view, policy, context)`
 yielding Findings for a pod spec, and/or `check_claim(view, policy, context)` for a
-ResourceClaim or ResourceClaimTemplate reviewed as an object of its own (DRA).
-Its docstring carries PASS/FAIL examples and is the rule's documentation.
+ResourceClaim or ResourceClaimTemplate reviewed as an object of its own (DRA), or
+`check_cluster(view, context)` for the whole cluster (CLUSTER_RULES, the audit only).
+A rule listed in ANY_POD_RULES runs on pods that ask for no accelerator too (they must be cheap:
+every pod of every governed namespace pays for them).
+
+Its docstring is the rule's documentation: the first paragraph (after `rule-id:`) is the one
+line `gpupolicy rules` lists, and the docstring's own `PASS:` / `FAIL:` lines say in words what
+passes and fails. Optional attributes the reference (policies/rules/reference.py, `gpupolicy
+rules`, docs/rules.md) reads: `SEVERITY` ("warning" for a rule that only advises; default: an
+error under an Enforce policy, an error in every mode for a fact), `CATEGORY` (default from the
+id's prefix), `NATIVE` ("" when the rule is exported as a native ValidatingAdmissionPolicy, else
+why it stays in the webhook).
+
+`EXAMPLES` (optional, wanted for every rule): a YAML list of examples that
+tests/engine/test_rule_examples.py runs through the engine. A FAIL example must produce the
+rule's id, a PASS example must not. Each item has exactly one of `FAIL: <what it shows>` or
+`PASS: <what it shows>`, and:
+
+    object:     the Kubernetes object reviewed (a Pod, a Deployment, a ResourceClaim...)
+    policy:     the spec of the one GPUPolicy in force (it governs every namespace unless it
+                says otherwise); absent: the bundled default policy
+    nodes:      the inventory, as `kubectl get nodes,resourceslices,deviceclasses -o yaml`
+                items (Node objects; DRA objects too); absent: no inventory
+    pods:       cluster-scope rules: the running pods the audit feeds to the ClusterView
+                (their findings are what the example is judged by; `object` is then unused)
+    namespace:  the namespace reviewed in (default: the object's own, else `default`)
+
+For example:
+
+    EXAMPLES = '''
+    - FAIL: a privileged container in a GPU pod
+      policy: {rules: {denyPrivilegedGPUContainers: true}}
+      object:
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: train}
+        spec:
+          containers:
+          - name: main
+            image: nvidia/cuda:12.4.1-base-ubuntu22.04
+            resources: {limits: {nvidia.com/gpu: 1}}
+            securityContext: {privileged: true}
+    - PASS: the same pod unprivileged
+      ...
+    '''
 """
 
 from __future__ import annotations

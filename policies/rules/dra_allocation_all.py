@@ -17,6 +17,7 @@ from policies.view import ClaimView
 
 ID = "dra-allocation-all"
 INTRINSIC = True
+SEVERITY = "warning"  # advice: every finding it makes is a warning
 
 
 def check_claim(view: ClaimView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

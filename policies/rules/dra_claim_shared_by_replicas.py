@@ -18,6 +18,7 @@ from policies.view import PodView
 
 ID = "dra-claim-shared-by-replicas"
 INTRINSIC = True
+SEVERITY = "warning"  # advice: every finding it makes is a warning
 FAMILIES = frozenset({"dra"})
 
 

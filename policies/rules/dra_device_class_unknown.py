@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 ID = "dra-device-class-unknown"
 INTRINSIC = True
+SEVERITY = "warning"  # advice: every finding it makes is a warning
 FAMILIES = frozenset({"dra"})
 WAITS = ("until it is created, the scheduler cannot allocate the claim and pods using it stay "
          "Pending")

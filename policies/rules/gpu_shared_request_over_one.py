@@ -19,6 +19,7 @@ from policies.view import PodView
 
 ID = "gpu-shared-request-over-one"
 INTRINSIC = True
+SEVERITY = "warning"  # advice: every finding it makes is a warning
 NAME = "nvidia.com/gpu.shared"
 
 

@@ -16,6 +16,7 @@ from policies.view import PodView
 
 ID = "gpu-zero-request"
 INTRINSIC = True
+SEVERITY = "warning"  # advice: every finding it makes is a warning
 _HIDDEN = {"none", "void", ""}
 
 
