@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from policies.cuda import CudaTable
+
 
 class MigProfile(NamedTuple):
     name: str  # as NVIDIA writes it: `1g.10gb`, `1g.10gb+me`
@@ -88,10 +90,12 @@ def models_equal(a: str, b: str) -> bool:
 class Catalog:
     """Known GPU models, looked up by any product-label spelling in O(1)."""
 
-    __slots__ = ("_by_name", "models")
+    __slots__ = ("_by_name", "cuda", "models")
 
-    def __init__(self, models: Iterable[GPUModel]) -> None:
+    def __init__(self, models: Iterable[GPUModel], cuda: CudaTable | None = None) -> None:
         self.models: tuple[GPUModel, ...] = tuple(models)
+        # NVIDIA's driver table (policies/data/cuda.yaml); empty: cuda-driver-too-old is silent
+        self.cuda = cuda if cuda is not None else CudaTable()
         self._by_name: dict[str, GPUModel] = {}
         for model in self.models:
             for spelling in (model.name, *model.products):
@@ -114,12 +118,13 @@ class Catalog:
         return cls(())
 
     @classmethod
-    def from_data(cls, data: Any) -> Catalog:
-        """Build from the parsed catalog YAML; ValueError names the model and field at fault."""
+    def from_data(cls, data: Any, cuda: Any = None) -> Catalog:
+        """Build from the parsed catalog YAML (and CUDA table YAML); ValueError names the
+        model and field at fault."""
         if not isinstance(data, Mapping) or not isinstance(data.get("models"), list):
             raise ValueError("catalog: expected a mapping with a `models` list")
         models = [_model(i, raw) for i, raw in enumerate(data["models"])]
-        return cls(models)
+        return cls(models, CudaTable.from_data(cuda) if cuda is not None else None)
 
 
 def _field(raw: Mapping[str, Any], key: str, kind: type, where: str) -> Any:

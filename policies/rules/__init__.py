@@ -58,6 +58,7 @@ from functools import lru_cache
 from types import ModuleType
 
 from policies.rules import (
+    cuda_driver_too_old,
     dra_admin_access_namespace,
     dra_allocation_all,
     dra_claim_invalid,
@@ -72,21 +73,29 @@ from policies.rules import (
     gpu_fraction_annotation,
     gpu_max_per_container,
     gpu_max_per_pod,
+    gpu_mixed_architectures,
     gpu_model_not_allowed,
     gpu_no_matching_hardware,
+    gpu_node_without_gpu_request,
+    gpu_pod_pinned_to_host,
+    gpu_qos_not_guaranteed,
     gpu_quantity_not_integer,
     gpu_request_limit_mismatch,
     gpu_request_without_limit,
     gpu_resource_not_allowed,
     gpu_scheduler_mismatch,
+    gpu_share_whole_card,
     gpu_shared_request_over_one,
     gpu_sharing_modes_mixed,
+    gpu_stack_misses_gpu_nodes,
+    gpu_stack_not_critical,
     gpu_zero_request,
     gpushare_count_resource,
     mig_count_over_geometry,
     mig_instances_over_policy,
     mig_mixed_with_whole_gpu,
     mig_multiple_per_container,
+    mig_name_single_strategy,
     mig_profile_not_allowed,
     mig_profile_unknown,
     pod_field_invalid,
@@ -95,6 +104,7 @@ from policies.rules import (
     shared_gpu_over_limit,
     shared_memory_over_device,
     shared_memory_over_policy,
+    toleration_tolerates_everything,
     visible_devices_bypass,
 )
 
@@ -130,7 +140,27 @@ _MODULES: tuple[ModuleType, ...] = (
     dra_device_class_unknown,
     gpu_no_matching_hardware,
     dra_no_matching_device,
+    # the operator's checklist: what the pod will meet on the nodes it can reach
+    cuda_driver_too_old,
+    gpu_pod_pinned_to_host,
+    gpu_mixed_architectures,
+    gpu_share_whole_card,
+    mig_name_single_strategy,
+    gpu_qos_not_guaranteed,
+    gpu_node_without_gpu_request,
+    toleration_tolerates_everything,
+    gpu_stack_not_critical,
+    gpu_stack_misses_gpu_nodes,
 )
+# Rules that also look at pods asking for no accelerator (every pod of a governed namespace
+# pays for them, so they are cheap before anything else: a look at tolerations and selectors).
+ANY_POD_RULES: tuple[ModuleType, ...] = (
+    visible_devices_bypass, gpu_node_without_gpu_request, toleration_tolerates_everything,
+    gpu_stack_not_critical, gpu_stack_misses_gpu_nodes,
+)
+# Rules over the GPU stack's own DaemonSets: they run in the namespaces no policy governs too
+# (the stack lives in gpu-operator or kube-system), under the first policy in force.
+STACK_RULES: tuple[ModuleType, ...] = (gpu_stack_not_critical, gpu_stack_misses_gpu_nodes)
 
 # Rules over a ResourceClaim or template of its own (`check_claim`), in report order.
 CLAIM_RULES: tuple[ModuleType, ...] = (
