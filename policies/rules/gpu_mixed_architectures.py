@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from policies.context import Context
 from policies.decision import Finding
+from policies.display import shown
 from policies.gpunodes import ARCH_KEYS, constrains
 from policies.model import GPUPolicy
 from policies.rules._reach import reachable
@@ -77,7 +78,13 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
         if arch is not None:
             arches.setdefault(arch, pool.name)
     if len(arches) > 1:
-        which = ", ".join(f"{arch} (pool {pool})" for arch, pool in sorted(arches.items()))
+        which = ", ".join(f"{_short(arch)} (pool {pool})"
+                          for arch, pool in sorted(arches.items())[:4])
         yield Finding(ID, f"the pod can land on GPU nodes of {len(arches)} architectures: "
                       f"{which}; select kubernetes.io/arch for the images it runs",
                       view.containers_path, level="warning")
+
+
+def _short(value: str) -> str:
+    """A label value as a message shows it: hostile values are long."""
+    return value if len(value) <= 40 else shown(value)

@@ -19,6 +19,7 @@ from typing import Any
 
 from policies.context import Context
 from policies.decision import Finding
+from policies.display import shown
 from policies.gpunodes import ARCH_KEYS, gpu_pools, is_gpu_stack, tolerations
 from policies.inventory import Pool
 from policies.model import GPUPolicy
@@ -136,7 +137,8 @@ def _without_arch(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _arch(pool: Pool) -> str:
-    return next((pool.labels[k] for k in ARCH_KEYS if k in pool.labels), "architecture unknown")
+    arch = next((pool.labels[k] for k in ARCH_KEYS if k in pool.labels), "architecture unknown")
+    return arch if len(arch) <= 40 else shown(arch)
 
 
 def _some(items: list[str]) -> str:
