@@ -6,6 +6,7 @@ right kind). The commands are parsed, not run: they name clusters and files a re
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import re
 import shlex
@@ -38,9 +39,14 @@ def test_rules_page_is_current() -> None:
         "docs/rules.md is stale: gpupolicy rules -o markdown --output-file docs/rules.md"
 
 
+@functools.cache
+def _listing() -> tuple[int, str, str]:
+    return _gpupolicy("rules")
+
+
 @pytest.mark.parametrize("rule", sorted({*RULES, *OTHER_RULE_IDS}))
 def test_every_rule_is_listed_and_documented(rule: str) -> None:
-    code, out, _ = _gpupolicy("rules")
+    code, out, _ = _listing()
     assert code == 0 and re.search(rf"^{re.escape(rule)} ", out, re.MULTILINE)
     code, out, _ = _gpupolicy("rules", rule)
     assert code == 0 and out.startswith(rule)

@@ -59,12 +59,23 @@ _OTHER_SUMMARIES = {
 }
 
 
+def rule_ids() -> list[str]:
+    return sorted({*RULES, *OTHER_RULE_IDS})
+
+
+def rule_doc(rule: str) -> RuleDoc | None:
+    """One rule's documentation; None for an unknown id."""
+    if rule in RULES:
+        return describe(RULES[rule])
+    if rule in OTHER_RULE_IDS:
+        return RuleDoc(rule, "error", "input", "all", _OTHER_SUMMARIES.get(rule, ""), "", (),
+                       None)
+    return None
+
+
 def rule_docs() -> list[RuleDoc]:
     """Every rule, sorted by id."""
-    docs = [describe(module) for module in RULES.values()]
-    docs += [RuleDoc(rule, "error", "input", "all", _OTHER_SUMMARIES.get(rule, ""), "", (),
-                     None) for rule in OTHER_RULE_IDS if rule not in RULES]
-    return sorted(docs, key=lambda d: d.id)
+    return [doc for rule in rule_ids() if (doc := rule_doc(rule)) is not None]
 
 
 def describe(module: ModuleType) -> RuleDoc:

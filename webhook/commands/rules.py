@@ -9,7 +9,7 @@ import argparse
 import json
 from typing import TextIO
 
-from policies.rules.reference import RuleDoc, example_yaml, rule_docs
+from policies.rules.reference import RuleDoc, example_yaml, rule_doc, rule_docs, rule_ids
 from webhook.commands import options
 
 FORMATS = ("text", "json", "markdown")
@@ -30,15 +30,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    docs = rule_docs()
     if args.rule:
-        chosen = [d for d in docs if d.id == args.rule]
-        if not chosen:
-            near = [d.id for d in docs if args.rule in d.id]
+        chosen = rule_doc(args.rule)
+        if chosen is None:
+            near = sorted(r for r in rule_ids() if args.rule in r)
             hint = f" (did you mean {', '.join(near[:3])}?)" if near else ""
             stderr.write(f"gpupolicy rules: no such rule: {args.rule}{hint}\n")
             return 2
-        docs = chosen
+        docs = [chosen]
+    else:
+        docs = rule_docs()
     if args.format == "json":
         text = json.dumps([_as_dict(d) for d in docs], indent=2) + "\n"
     elif args.format == "markdown":
