@@ -44,7 +44,7 @@ _AGENT_PATHS = ("/proc", "/sys", "/var/log", "/var/lib/docker/containers", "/run
 _GPU_IMAGE = re.compile(
     r"(?:^|/)(?:k8s-device-plugin|nvidia-device-plugin|gpu-feature-discovery|dcgm-exporter|dcgm|"
     r"k8s-dra-driver(?:-gpu)?|gpu-operator|gpu-operator-validator|k8s-mig-manager|"
-    r"container-toolkit|k8s-driver-manager|nvidia/driver|hami|hami-core|vgpu-device-plugin|"
+    r"container-toolkit|k8s-driver-manager|nvidia/driver|gpu-operator-validator|hami|hami-core|vgpu-device-plugin|"
     r"volcano-vgpu-device-plugin|gpushare-device-plugin|k8s-gpushare-plugin|"
     r"gpushare-scheduler-extender|amd-gpu-device-plugin|k8s-device-plugin-amd|"
     r"intel-gpu-plugin)(?::|@|$)")
@@ -150,14 +150,20 @@ def _under(path: str, roots: tuple[str, ...]) -> bool:
     return any(path == r or (r != "/" and path.startswith(r + "/")) for r in roots)
 
 
+def runs_gpu_stack(spec: Mapping[str, Any]) -> bool:
+    """The pod runs a GPU-stack component's image (a device plugin, a DRA driver's controller,
+    the GPU operator's validator...), whatever kind carries it."""
+    return any(_GPU_IMAGE.search(image.split("@", 1)[0].rsplit(":", 1)[0] + ":")
+               or _GPU_IMAGE.search(image) for image in _images(spec))
+
+
 def is_gpu_stack(view: PodView) -> bool:
     """A DaemonSet of the GPU stack: it runs a GPU component's image, or registers a device
     plugin or DRA plugin with the kubelet while reaching for NVIDIA's devices."""
     if view.kind != "DaemonSet":
         return False
     spec = view.spec
-    if any(_GPU_IMAGE.search(image.split("@", 1)[0].rsplit(":", 1)[0] + ":")
-           or _GPU_IMAGE.search(image) for image in _images(spec)):
+    if runs_gpu_stack(spec):
         return True
     paths = list(_volumes(spec))
     plugin = any(_under(p, _PLUGIN_PATHS[:4]) for p in paths)
@@ -175,12 +181,15 @@ def _nvidia_env(spec: Mapping[str, Any]) -> bool:
 
 
 def is_node_agent(view: PodView) -> bool:
-    """A DaemonSet that serves the node itself: the GPU stack, a device or DRA plugin, or an
-    agent that reads the host (metrics from /proc and /sys, logs from /var/log, the runtime's
-    socket) or joins its namespaces. Such agents belong on every node, GPU nodes included."""
+    """What serves the GPU nodes themselves: any workload of the GPU stack (by its images: the
+    device plugin, a DRA driver's controller, the operator's validator), and a DaemonSet that
+    registers a device or DRA plugin, reads the host (metrics from /proc and /sys, logs from
+    /var/log, the runtime's socket) or joins its namespaces. Such agents belong on GPU nodes."""
+    spec = view.spec
+    if runs_gpu_stack(spec):
+        return True
     if view.kind != "DaemonSet":
         return False
-    spec = view.spec
     if spec.get("hostPID") is True or spec.get("hostNetwork") is True:
         return True
     return any(_under(p, _PLUGIN_PATHS) or _under(p, _AGENT_PATHS) for p in _volumes(spec)) \

@@ -2,10 +2,12 @@
 nodeSelector or required affinity on their labels: `nvidia.com/gpu.present`, `gpu.product`,
 `cloud.google.com/gke-accelerator`…) or tolerates their taints (`nvidia.com/gpu`, or, with an
 inventory, a taint only GPU pools carry) takes CPU and memory on the dedicated GPU nodes that
-GPU work then lacks. Labels, tolerations and the GPU request work together: one without the
-others is a mistake. Node agents are excepted by what they are: the GPU stack's DaemonSets
-(device plugins, feature discovery, DCGM, DRA plugins) and DaemonSets that read the host
-(metrics from /proc and /sys, logs, the runtime's socket) or join its network or PID namespace.
+GPU work then lacks (a pod that reaches for GPUs through NVIDIA_VISIBLE_DEVICES is
+visible-devices-bypass's to judge). Labels, tolerations and the GPU request work together:
+one without the others is a mistake. Node agents are excepted by what they are: the GPU stack
+(device plugins, feature discovery, DCGM, DRA drivers and their controllers, by their images)
+and DaemonSets that register a kubelet plugin, read the host (metrics from /proc and /sys,
+logs, the runtime's socket) or join its network or PID namespace.
 Advice.
 
 FAIL: a Deployment with `nodeSelector: {nvidia.com/gpu.present: "true"}`, the GPU toleration and
@@ -90,7 +92,7 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
                       or any(t["key"] == key for key, _, _ in dedicated))]
     if not selects and not tolerated:
         return
-    if is_node_agent(view):
+    if is_node_agent(view) or _reaches_gpus(view):
         return
     if selects:
         yield Finding(ID, f"selects GPU nodes ({', '.join(sorted(set(selects)))}) but requests "
@@ -104,3 +106,14 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
         yield Finding(ID, f"tolerates the GPU nodes' taint ({', '.join(keys)}) but requests no "
                       "GPU: it can take room on GPU nodes that GPU work needs; drop the "
                       "toleration or request a GPU", view.at("tolerations"), level="warning")
+
+
+def _reaches_gpus(view: PodView) -> bool:
+    """A container sets NVIDIA_VISIBLE_DEVICES to devices: it uses GPUs, not spare room."""
+    for container in view.demand.containers:
+        env = container.spec.get("env")
+        for item in env if isinstance(env, list) else ():
+            if isinstance(item, dict) and item.get("name") == "NVIDIA_VISIBLE_DEVICES" \
+                    and item.get("value") not in (None, "", "none", "void"):
+                return True
+    return False

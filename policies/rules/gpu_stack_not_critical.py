@@ -1,8 +1,9 @@
 """gpu-stack-not-critical: a DaemonSet of the GPU stack (device plugin, GPU feature discovery,
 dcgm-exporter, HAMi, gpushare, the DRA kubelet plugins, the GPU operator's components: judged by
 the images it runs and the kubelet sockets it mounts, not by name) runs with
-`priorityClassName: system-node-critical`, or a full node evicts it first and the node's GPUs
-vanish from allocatable. The `scheduler.alpha.kubernetes.io/critical-pod` annotation has done
+`priorityClassName: system-node-critical`, or a full node can evict it before the workloads it
+serves (a device plugin's GPUs then vanish from allocatable; GFD's labels and DCGM's metrics
+go stale). The `scheduler.alpha.kubernetes.io/critical-pod` annotation has done
 nothing since Kubernetes 1.16. The GPU stack usually lives in namespaces the policies leave
 alone (gpu-operator, kube-system): it is judged there too, under the first policy in force.
 Advice.
@@ -74,7 +75,8 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
     given = view.spec.get("priorityClassName")
     now = f"priorityClassName {given}" if isinstance(given, str) and given \
         else "no priorityClassName"
-    yield Finding(ID, f"a GPU-stack DaemonSet with {now}: under node pressure it is evicted first "
-                  "and the node's GPUs leave allocatable; set priorityClassName: "
+    yield Finding(ID, f"a GPU-stack DaemonSet with {now}: under node pressure it can be evicted "
+                  "before the workloads it serves (a device plugin's GPUs then leave "
+                  "allocatable); set priorityClassName: "
                   f"{CRITICAL} (the {OLD_ANNOTATION} annotation counts for nothing since "
                   "Kubernetes 1.16)", view.at("priorityClassName"), level="warning")
