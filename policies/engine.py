@@ -32,12 +32,12 @@ from policies.patch import Patch
 from policies.paths import FieldPath, to_display
 from policies.resources import PodDemand, demand, with_metadata
 from policies.rules import (
-    ANY_POD_RULES,
     CLUSTER_RULES,
     FACTS,
     INTRINSIC_CLAIM_RULES,
     POLICY_CLAIM_RULES,
     STACK_RULES,
+    any_pod_rules,
     for_families,
     visible_devices_bypass,
 )
@@ -338,7 +338,7 @@ def _check(
     if not gpu_claims and (not view.demand.containers or not _accelerator_related(view)) \
             and not _unreadable_claims(view.spec):
         once = (_strictest(policies),)
-        for rule in ANY_POD_RULES:
+        for rule in any_pod_rules(view.kind, view.spec):
             for policy in once if rule.INTRINSIC else policies:
                 for finding in rule.check(view, policy, context):
                     yield policy, finding

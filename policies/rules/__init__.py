@@ -54,8 +54,10 @@ For example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 from types import ModuleType
+from typing import Any
 
 from policies.rules import (
     cuda_driver_too_old,
@@ -158,6 +160,21 @@ ANY_POD_RULES: tuple[ModuleType, ...] = (
     visible_devices_bypass, gpu_node_without_gpu_request, toleration_tolerates_everything,
     gpu_stack_not_critical, gpu_stack_misses_gpu_nodes,
 )
+_PLACEMENT_RULES = ANY_POD_RULES[:3]
+_BYPASS_ONLY = (visible_devices_bypass,)
+
+
+def any_pod_rules(kind: str, spec: Mapping[str, Any]) -> tuple[ModuleType, ...]:
+    """The ANY_POD_RULES with something to look at in a pod asking for no accelerator: the
+    placement rules read only tolerations, selectors and affinity, the GPU-stack rules only
+    DaemonSets (most pods have none of these: they pay for one rule)."""
+    if kind == "DaemonSet":
+        return ANY_POD_RULES
+    if "tolerations" in spec or "nodeSelector" in spec or "affinity" in spec:
+        return _PLACEMENT_RULES
+    return _BYPASS_ONLY
+
+
 # Rules over the GPU stack's own DaemonSets: they run in the namespaces no policy governs too
 # (the stack lives in gpu-operator or kube-system), under the first policy in force.
 STACK_RULES: tuple[ModuleType, ...] = (gpu_stack_not_critical, gpu_stack_misses_gpu_nodes)

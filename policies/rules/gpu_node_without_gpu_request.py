@@ -17,7 +17,8 @@ PASS: the same Deployment requesting `nvidia.com/gpu: 1`; dcgm-exporter's Daemon
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from policies.context import Context
 from policies.decision import Finding
@@ -27,8 +28,6 @@ from policies.gpunodes import (
     is_gpu_label,
     is_node_agent,
     selected_keys,
-    tolerates_everything,
-    tolerations,
 )
 from policies.model import GPUPolicy
 from policies.view import PodView
@@ -82,30 +81,59 @@ EXAMPLES = f"""
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     if view.demand.gpu or view.demand.claims:
         return
+    # plain loops: every pod of a governed namespace that asks for no GPU comes by here
     spec = view.spec
-    selects = [k for k in selected_keys(spec) if is_gpu_label(k)]
-    listed = tolerations(spec)
-    dedicated = dedicated_taints(context.inventory) if listed else frozenset()
-    tolerated = [t for t in listed if isinstance(t.get("key"), str)
-                 and not tolerates_everything(t)
-                 and (t["key"] in GPU_TAINT_KEYS
-                      or any(t["key"] == key for key, _, _ in dedicated))]
+    selects = _gpu_keys(spec)
+    tolerated = _gpu_taint_keys(spec, context)
     if not selects and not tolerated:
         return
     if is_node_agent(view) or _reaches_gpus(view):
         return
     if selects:
+        selector = spec.get("nodeSelector")
+        in_selector = isinstance(selector, dict) and any(k in selector for k in selects)
         yield Finding(ID, f"selects GPU nodes ({', '.join(sorted(set(selects)))}) but requests "
                       "no GPU: it takes room on GPU nodes that GPU work needs; request a GPU, "
-                      "or select other nodes", view.at("nodeSelector")
-                      if isinstance(spec.get("nodeSelector"), dict)
-                      and any(k in spec["nodeSelector"] for k in selects)
-                      else view.at("affinity"), level="warning")
+                      "or select other nodes",
+                      view.at("nodeSelector" if in_selector else "affinity"), level="warning")
     else:
-        keys = sorted({str(t.get("key")) for t in tolerated})
-        yield Finding(ID, f"tolerates the GPU nodes' taint ({', '.join(keys)}) but requests no "
-                      "GPU: it can take room on GPU nodes that GPU work needs; drop the "
-                      "toleration or request a GPU", view.at("tolerations"), level="warning")
+        yield Finding(ID, f"tolerates the GPU nodes' taint ({', '.join(sorted(tolerated))}) but "
+                      "requests no GPU: it can take room on GPU nodes that GPU work needs; drop "
+                      "the toleration or request a GPU", view.at("tolerations"), level="warning")
+
+
+def _gpu_keys(spec: Mapping[str, Any]) -> list[str]:
+    """GPU node labels the pod selects."""
+    found = []
+    selector = spec.get("nodeSelector")
+    if isinstance(selector, dict):
+        for key in selector:
+            if isinstance(key, str) and is_gpu_label(key):
+                found.append(key)
+    if "affinity" in spec:
+        found += [k for k in selected_keys({"affinity": spec["affinity"]}) if is_gpu_label(k)]
+    return found
+
+
+def _gpu_taint_keys(spec: Mapping[str, Any], context: Context) -> set[str]:
+    """Keys of the GPU taints the pod tolerates (tolerate-everything is another rule's)."""
+    listed = spec.get("tolerations")
+    if not isinstance(listed, list):
+        return set()
+    found: set[str] = set()
+    dedicated: frozenset[str] | None = None
+    for toleration in listed:
+        key = toleration.get("key") if isinstance(toleration, dict) else None
+        if not isinstance(key, str) or not key:
+            continue
+        if key in GPU_TAINT_KEYS:
+            found.add(key)
+            continue
+        if dedicated is None:
+            dedicated = frozenset(k for k, _, _ in dedicated_taints(context.inventory))
+        if key in dedicated:
+            found.add(key)
+    return found
 
 
 def _reaches_gpus(view: PodView) -> bool:
