@@ -246,6 +246,7 @@ def _views(
 ) -> Iterator[PodView]:
     kind = str(original.get("kind", ""))
     started = kind == "Pod" and _started(original)
+    exists = kind == "Pod" and _exists(original)
     for carrier, found in zip(specs, before, strict=True):
         prefix = carrier.path
         spec = patch.get(prefix)
@@ -264,7 +265,7 @@ def _views(
         asks = bool(found.present or found.claims or found.fraction is not None)
         yield PodView(kind, spec, prefix, found, kind == "Pod", namespace,
                       products=targeted_products(spec) if asks else (), pod_fields=fields,
-                      started=started)
+                      started=started, exists=exists)
 
 
 def _same_containers(spec: Mapping[str, Any], before: Mapping[str, Any],

@@ -2,7 +2,8 @@
 required affinity on `kubernetes.io/hostname`, or `matchFields` on `metadata.name`) is tied to
 one machine: it waits when that machine is down or full, though identical GPUs sit idle in the
 pool. Select what the work needs (the pool label, `nvidia.com/gpu.product`, the GPU memory), never
-a machine. Pods already running (the audit) are not judged: the scheduler set their nodeName.
+a machine. Pods already running (the audit) are not judged, nor the nodeName of a Pod the API
+server holds: the scheduler set it.
 Advice.
 
 FAIL: a GPU Job with `nodeSelector: {kubernetes.io/hostname: gpu-node-7}`
@@ -52,7 +53,7 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
         return
     spec = view.spec
     name = spec.get("nodeName")
-    if isinstance(name, str) and name:
+    if isinstance(name, str) and name and not view.exists:
         yield _finding(f"spec.nodeName {name}", view.at("nodeName"))
         return
     selector = spec.get("nodeSelector")
