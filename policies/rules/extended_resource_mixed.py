@@ -17,6 +17,7 @@ from policies.context import Context
 
 ID = "extended-resource-mixed"
 INTRINSIC = True
+SEVERITY = "warning"  # its ClusterFindings are warnings
 SCOPE = "cluster"
 _NAMED = 3
 

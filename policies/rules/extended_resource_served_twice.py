@@ -15,6 +15,7 @@ from policies.context import Context
 
 ID = "extended-resource-served-twice"
 INTRINSIC = True
+SEVERITY = "warning"  # its ClusterFindings are warnings
 SCOPE = "cluster"
 
 
