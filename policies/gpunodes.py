@@ -25,9 +25,11 @@ GPU_LABEL_PREFIXES = ("nvidia.com/gpu.", "nvidia.com/mig", "nvidia.com/cuda.", "
 GPU_LABELS = frozenset({"cloud.google.com/gke-accelerator", "kubernetes.azure.com/accelerator",
                         "k8s.amazonaws.com/accelerator", "gpushare", "cgpu",
                         "ack.node.gpu.schedule", "nvidia.com/gpu"})
-# Taint keys that GPU nodes carry by convention (GKE, the GPU operator, AMD, ACK).
+# Taint keys that GPU nodes carry by convention (GKE, the GPU operator, AMD, ACK); AKS taints
+# GPU pools `sku=gpu`, a key other pools use with other values.
 GPU_TAINT_KEYS = frozenset({"nvidia.com/gpu", "amd.com/gpu", "aliyun.com/gpu",
-                            "gpu", "sku", "nvidia.com/gpu.present"})
+                            "gpu", "nvidia.com/gpu.present"})
+GPU_TAINT_VALUES = frozenset({("sku", "gpu")})
 HOSTNAME_KEY = "kubernetes.io/hostname"
 ARCH_KEYS = ("kubernetes.io/arch", "beta.kubernetes.io/arch")
 

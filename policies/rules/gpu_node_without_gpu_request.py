@@ -24,6 +24,7 @@ from policies.context import Context
 from policies.decision import Finding
 from policies.gpunodes import (
     GPU_TAINT_KEYS,
+    GPU_TAINT_VALUES,
     dedicated_taints,
     is_gpu_label,
     is_node_agent,
@@ -126,7 +127,9 @@ def _gpu_taint_keys(spec: Mapping[str, Any], context: Context) -> set[str]:
         key = toleration.get("key") if isinstance(toleration, dict) else None
         if not isinstance(key, str) or not key:
             continue
-        if key in GPU_TAINT_KEYS:
+        value = toleration.get("value")
+        if key in GPU_TAINT_KEYS or (key, value if isinstance(value, str) else "") \
+                in GPU_TAINT_VALUES:
             found.add(key)
             continue
         if dedicated is None:
