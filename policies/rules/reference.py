@@ -68,7 +68,8 @@ def rule_doc(rule: str) -> RuleDoc | None:
     if rule in RULES:
         return describe(RULES[rule])
     if rule in OTHER_RULE_IDS:
-        return RuleDoc(rule, "error", "input", "all", _OTHER_SUMMARIES.get(rule, ""), "", (),
+        category = "scheduling" if rule == "node-selector-conflict" else "input"
+        return RuleDoc(rule, "error", category, "all", _OTHER_SUMMARIES.get(rule, ""), "", (),
                        None)
     return None
 
