@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from policies.cuda import CudaTable
+
 
 class MigProfile(NamedTuple):
     name: str  # as NVIDIA writes it: `1g.10gb`, `1g.10gb+me`
@@ -101,11 +103,13 @@ def models_equal(a: str, b: str) -> bool:
 class Catalog:
     """Known GPU models, looked up by any product-label spelling in O(1)."""
 
-    __slots__ = ("_by_name", "instances", "models")
+    __slots__ = ("_by_name", "cuda", "instances", "models")
 
-    def __init__(self, models: Iterable[GPUModel],
+    def __init__(self, models: Iterable[GPUModel], cuda: CudaTable | None = None,
                  instances: Iterable[InstanceType] = ()) -> None:
         self.models: tuple[GPUModel, ...] = tuple(models)
+        # NVIDIA's driver table (policies/data/cuda.yaml); empty: cuda-driver-too-old is silent
+        self.cuda = cuda if cuda is not None else CudaTable()
         # instance type name -> its GPUs, for node templates (policies/scheduling/templates.py)
         self.instances: Mapping[str, InstanceType] = {i.name: i for i in instances}
         self._by_name: dict[str, GPUModel] = {}
@@ -130,8 +134,9 @@ class Catalog:
         return cls(())
 
     @classmethod
-    def from_data(cls, data: Any) -> Catalog:
-        """Build from the parsed catalog YAML; ValueError names the model and field at fault."""
+    def from_data(cls, data: Any, cuda: Any = None) -> Catalog:
+        """Build from the parsed catalog YAML (and CUDA table YAML); ValueError names the
+        model and field at fault."""
         if not isinstance(data, Mapping) or not isinstance(data.get("models"), list):
             raise ValueError("catalog: expected a mapping with a `models` list")
         models = [_model(i, raw) for i, raw in enumerate(data["models"])]
@@ -139,7 +144,8 @@ class Catalog:
         listed = data.get("instances", [])
         if not isinstance(listed, list):
             raise ValueError("catalog: `instances` must be a list")
-        return cls(models, [t for i, raw in enumerate(listed) for t in _family(i, raw, by_name)])
+        return cls(models, CudaTable.from_data(cuda) if cuda is not None else None,
+                   [t for i, raw in enumerate(listed) for t in _family(i, raw, by_name)])
 
     def instance(self, name: str) -> InstanceType | None:
         return self.instances.get(name)

@@ -37,6 +37,8 @@ from policies.rules import (
     FACTS,
     INTRINSIC_CLAIM_RULES,
     POLICY_CLAIM_RULES,
+    STACK_RULES,
+    any_pod_rules,
     for_families,
     visible_devices_bypass,
 )
@@ -84,6 +86,8 @@ def review(
     namespace = namespace_of(obj, namespace)
     policies = context.governing(namespace) if specs else ()
     if not policies:
+        if judge and specs and obj.get("kind") == "DaemonSet" and context.policies:
+            return _stack(obj, specs, context, namespace)
         return Decision(allowed=True, mutated=obj)
     if subresource == "ephemeralcontainers":  # never mutated: only judged
         return _ephemeral(obj, specs, policies, context, namespace) if judge \
@@ -268,7 +272,7 @@ def _views(
 ) -> Iterator[PodView]:
     kind = str(original.get("kind", ""))
     started = kind == "Pod" and _started(original)
-    admitted = kind == "Pod" and _exists(original)
+    exists = kind == "Pod" and _exists(original)
     for carrier, found in zip(specs, before, strict=True):
         prefix = carrier.path
         spec = patch.get(prefix)
@@ -287,7 +291,7 @@ def _views(
         asks = bool(found.present or found.claims or found.fraction is not None)
         yield PodView(kind, spec, prefix, found, kind == "Pod", namespace,
                       products=targeted_products(spec) if asks else (), pod_fields=fields,
-                      started=started, admitted=admitted)
+                      started=started, exists=exists)
 
 
 def _same_containers(spec: Mapping[str, Any], before: Mapping[str, Any],
@@ -360,13 +364,15 @@ def _check(
                                                   for u in view.demand.claims)
     if not gpu_claims and (not view.demand.containers or not _accelerator_related(view)) \
             and not _unreadable_claims(view.spec):
-        for policy in policies:
-            for finding in visible_devices_bypass.check(view, policy, context):
-                yield policy, finding
+        once = (_strictest(policies),)
+        for rule in any_pod_rules(view.kind, view.spec):
+            for policy in once if rule.INTRINSIC else policies:
+                for finding in rule.check(view, policy, context):
+                    yield policy, finding
         return
     # Facts (the apiserver's own checks, catalog facts) are reported once, under the
     # strictest policy: they hold whatever the policies say.
-    strictest = min(policies, key=lambda p: _MODE_RANK[p.spec.mode])
+    strictest = _strictest(policies)
     claimed = _claimed(view.demand)
     intrinsic, policy_rules = for_families(view.demand.present | claimed if claimed
                                            else view.demand.present)
@@ -377,6 +383,29 @@ def _check(
         for rule in policy_rules:
             for finding in rule.check(view, policy, context):
                 yield policy, finding
+
+
+def _strictest(policies: Sequence[GPUPolicy]) -> GPUPolicy:
+    return min(policies, key=lambda p: _MODE_RANK[p.spec.mode])
+
+
+def _stack(obj: Mapping[str, Any], specs: Sequence[Carrier], context: Context,
+           namespace: str) -> Decision:
+    """A DaemonSet where no policy governs (the GPU stack's namespaces): only the GPU-stack
+    rules look at it, under the first policy in force, and they only advise; nothing is
+    injected."""
+    policy = min(context.policies, key=lambda p: (p.spec.priority, p.name))
+    kind = str(obj.get("kind", ""))
+    found: list[Violation] = []
+    for carrier in specs:
+        view = PodView(kind, carrier.spec, carrier.path, demand(carrier.spec, carrier.path),
+                       False, namespace, pod_fields=carrier.kind.pod_fields)
+        for rule in STACK_RULES:
+            found += [_violation(policy, f) for f in rule.check(view, policy, context)]
+    if not found:
+        return Decision(allowed=True, mutated=obj)
+    return Decision(allowed=not any(v.denies for v in found), mutated=obj,
+                    violations=tuple(found), policies=(policy.name,))
 
 
 def _claimed(found: PodDemand) -> frozenset[str]:

@@ -458,10 +458,16 @@ def _selection(spec: Mapping[str, Any], pool: Pool) -> Iterator[str]:
                 if not any(pool.labels_of(n).get(key) == want for n in pool.node_names):
                     yield f"nodeSelector {key}={want} matches none of its nodes"
             elif have != want:
-                yield (f"nodeSelector {key}={want} does not match "
-                       + (f"{key}={have}" if have is not None else f"(no {key} label)"))
+                yield (f"nodeSelector {key}={_value(want)} does not match "
+                       + (f"{key}={_value(have)}" if have is not None else f"(no {key} label)"))
     if not affinity_ok:
         yield "required node affinity selects none of its nodes"
+
+
+def _value(text: str) -> str:
+    """A label value as a message shows it: a legal one (63 characters at most) as it is, a
+    longer one (hostile input) cut short."""
+    return text if len(text) <= 63 else shown(text)
 
 
 def _selector_keys(

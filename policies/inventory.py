@@ -283,7 +283,9 @@ def _pool(members: list[Node], used: set[str]) -> Pool:
     # As the cluster labels them: the node pool label, else the GPU product label; when
     # neither, or when nodes of one node pool differ (a tainted node), the first node's own
     # name: never an invented suffix, nor a DRA device's productName (not a label).
-    name = next((labels[k] for k in (*POOL_LABELS, *PRODUCT_LABELS) if labels.get(k)), "")
+    # (a value longer than a label value may be, hostile input, names nothing)
+    name = next((labels[k] for k in (*POOL_LABELS, *PRODUCT_LABELS)
+                 if labels.get(k) and len(labels[k]) <= 63), "")
     if not name or name in used:
         name = first.name
     used.add(name)

@@ -313,6 +313,9 @@ class Rules(Strict):
     """Refuse privileged containers in GPU pods (they see every GPU of the node)."""
     deny_visible_devices_bypass: StrictBool = False
     """Refuse NVIDIA_VISIBLE_DEVICES naming devices in a container without a GPU request."""
+    require_guaranteed_qos: StrictBool = Field(default=False, alias="requireGuaranteedQoS")
+    """Refuse GPU pods that are not in the Guaranteed QoS class (every container's CPU and
+    memory limited, requests equal to limits): latency-critical serving is evicted last."""
 
 
 class Spec(Strict):

@@ -227,3 +227,42 @@ def test_every_door_refuses_unreadable_input_alike(name: str, tmp_path: Path) ->
     args.format, args.output_file = "json", None
     assert cmd_review.run(args, out, io.StringIO()) == 1
     assert rule in {v["rule"] for r in json.loads(out.getvalue()) for v in r["violations"]}
+
+
+def _review_command(path: Path) -> list[dict[str, Any]]:
+    from webhook.commands import review as cmd_review
+
+    out = io.StringIO()
+    args = _Args()
+    args.paths, args.paths_f, args.namespace = [str(path)], [], None
+    args.format, args.output_file = "json", None
+    cmd_review.run(args, out, io.StringIO())
+    entries: list[dict[str, Any]] = json.loads(out.getvalue())
+    return entries
+
+
+READ_BUT_REFUSED = {
+    # the reader keeps the last value of a repeated key, so the object is read and reviewed
+    "duplicate-key": "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nmetadata: {name: q}\n"
+                     "spec: {containers: [{name: a, image: x}]}\n",
+    "duplicate-key-in-a-container": "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n"
+                                    "  containers:\n  - {name: a, image: x, image: y}\n",
+    "unresolved-claim": "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n"
+                        "  resourceClaims: [{name: g, resourceClaimName: missing}]\n"
+                        "  containers: [{name: a, image: x, resources: {claims: [{name: g}]}}]\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(READ_BUT_REFUSED))
+def test_review_command_and_lint_agree_per_document(name: str, tmp_path: Path) -> None:
+    """One entry per document, with the rules lint finds in it and lint's verdict."""
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(READ_BUT_REFUSED[name])
+    doors = Doors(sources.build_context(_Args(), None)[0])
+    result = lint.Result()
+    lint.lint_stream(str(path), yamlpos.read_stream(path.read_bytes()), doors.context, result)
+    linted = {f.rule for f in result.findings}
+    lint_clean = not any(f.severity == "error" for f in result.findings)
+    [entry] = _review_command(path)
+    assert {v["rule"] for v in entry["violations"]} == linted
+    assert entry["allowed"] is lint_clean

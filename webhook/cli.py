@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explain": ("webhook.commands.explain", "why a GPU pod fits no node"),
     "policy": ("webhook.commands.policy", "check policy files"),
     "test": ("webhook.commands.test", "run GPUPolicyTest suites: expected verdicts per resource"),
+    "rules": ("webhook.commands.rules", "list the rules, or describe one with its examples"),
     "schema": ("webhook.commands.schema", "print the GPUPolicy JSON schema or CRD"),
     "certs": ("webhook.commands.certs", "generate a CA and serving certificate"),
     "completion": ("webhook.commands.completion", "print a shell completion script (bash, zsh)"),

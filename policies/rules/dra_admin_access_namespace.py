@@ -18,6 +18,27 @@ from policies.view import ClaimView
 
 ID = "dra-admin-access-namespace"
 INTRINSIC = True
+
+EXAMPLES = """
+- FAIL: admin access in a namespace without the admin-access label
+  object:
+    apiVersion: resource.k8s.io/v1
+    kind: ResourceClaim
+    metadata: {name: gpus, namespace: ml-train}
+    spec:
+      devices:
+        requests:
+        - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com, adminAccess: true}}
+- PASS: the same request without admin access
+  object:
+    apiVersion: resource.k8s.io/v1
+    kind: ResourceClaim
+    metadata: {name: gpus, namespace: ml-train}
+    spec:
+      devices:
+        requests:
+        - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}
+"""
 LABEL = "resource.kubernetes.io/admin-access"
 
 

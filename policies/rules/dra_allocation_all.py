@@ -17,6 +17,28 @@ from policies.view import ClaimView
 
 ID = "dra-allocation-all"
 INTRINSIC = True
+SEVERITY = "warning"  # advice: every finding it makes is a warning
+
+EXAMPLES = """
+- FAIL: every GPU of the node (allocationMode All)
+  object:
+    apiVersion: resource.k8s.io/v1
+    kind: ResourceClaim
+    metadata: {name: gpus, namespace: ml-train}
+    spec:
+      devices:
+        requests:
+        - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com, allocationMode: All}}
+- PASS: eight GPUs by count
+  object:
+    apiVersion: resource.k8s.io/v1
+    kind: ResourceClaim
+    metadata: {name: gpus, namespace: ml-train}
+    spec:
+      devices:
+        requests:
+        - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 8}}
+"""
 
 
 def check_claim(view: ClaimView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

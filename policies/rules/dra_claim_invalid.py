@@ -30,6 +30,27 @@ from policies.view import ClaimView, PodView
 
 ID = "dra-claim-invalid"
 INTRINSIC = True
+
+EXAMPLES = """
+- FAIL: a claim for 64 GPUs (the API server allows 32 per request)
+  object:
+    apiVersion: resource.k8s.io/v1
+    kind: ResourceClaim
+    metadata: {name: gpus, namespace: ml-train}
+    spec:
+      devices:
+        requests:
+        - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 64}}
+- PASS: a claim for 8
+  object:
+    apiVersion: resource.k8s.io/v1
+    kind: ResourceClaim
+    metadata: {name: gpus, namespace: ml-train}
+    spec:
+      devices:
+        requests:
+        - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 8}}
+"""
 _SOURCES = ("resourceClaimName", "resourceClaimTemplateName")
 
 

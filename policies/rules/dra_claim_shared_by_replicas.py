@@ -18,6 +18,52 @@ from policies.view import PodView
 
 ID = "dra-claim-shared-by-replicas"
 INTRINSIC = True
+SEVERITY = "warning"  # advice: every finding it makes is a warning
+
+EXAMPLES = """
+- FAIL: every replica shares one ResourceClaim of GPUs
+  nodes:
+  - apiVersion: resource.k8s.io/v1
+    kind: ResourceClaim
+    metadata: {name: shared-gpus, namespace: ml-train}
+    spec:
+      devices:
+        requests:
+        - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 1}}
+  object:
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: serve, namespace: ml-train}
+    spec:
+      selector: {matchLabels: {app: serve}}
+      template:
+        metadata: {labels: {app: serve}}
+        spec:
+          resourceClaims: [{name: gpu, resourceClaimName: shared-gpus}]
+          containers:
+          - {name: main, image: "server:1", resources: {claims: [{name: gpu}]}}
+- PASS: a claim template gives each pod GPUs of its own
+  nodes:
+  - apiVersion: resource.k8s.io/v1
+    kind: ResourceClaim
+    metadata: {name: shared-gpus, namespace: ml-train}
+    spec:
+      devices:
+        requests:
+        - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 1}}
+  object:
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: serve, namespace: ml-train}
+    spec:
+      selector: {matchLabels: {app: serve}}
+      template:
+        metadata: {labels: {app: serve}}
+        spec:
+          resourceClaims: [{name: gpu, resourceClaimTemplateName: gpu-per-pod}]
+          containers:
+          - {name: main, image: "server:1", resources: {claims: [{name: gpu}]}}
+"""
 FAMILIES = frozenset({"dra"})
 
 

@@ -21,6 +21,29 @@ from policies.view import ClaimView, PodView
 ID = "dra-device-class-not-allowed"
 INTRINSIC = False
 
+EXAMPLES = """
+- FAIL: whole GPUs where only MIG devices are allowed
+  policy: {rules: {dra: {allowedDeviceClasses: ["mig.nvidia.com"]}}}
+  object:
+    apiVersion: resource.k8s.io/v1
+    kind: ResourceClaim
+    metadata: {name: gpus, namespace: ml-train}
+    spec:
+      devices:
+        requests:
+        - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}
+- PASS: the same request under a glob that allows it
+  policy: {rules: {dra: {allowedDeviceClasses: ["*.nvidia.com"]}}}
+  object:
+    apiVersion: resource.k8s.io/v1
+    kind: ResourceClaim
+    metadata: {name: gpus, namespace: ml-train}
+    spec:
+      devices:
+        requests:
+        - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}
+"""
+
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     yield from _refused(view, policy)

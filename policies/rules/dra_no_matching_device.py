@@ -29,6 +29,73 @@ if TYPE_CHECKING:
 
 ID = "dra-no-matching-device"
 INTRINSIC = False
+
+EXAMPLES = """
+- FAIL: two GPUs where the only node has one
+  nodes:
+  - apiVersion: resource.k8s.io/v1
+    kind: DeviceClass
+    metadata: {name: gpu.nvidia.com}
+    spec:
+      selectors:
+      - cel: {expression: "device.driver == 'gpu.nvidia.com'"}
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-1
+      labels: {kubernetes.io/hostname: gpu-1}
+    status: {allocatable: {cpu: "8"}}
+  - apiVersion: resource.k8s.io/v1
+    kind: ResourceSlice
+    metadata: {name: gpu-1-slice}
+    spec:
+      driver: gpu.nvidia.com
+      nodeName: gpu-1
+      pool: {name: gpu-1, generation: 1, resourceSliceCount: 1}
+      devices:
+      - name: gpu-0
+        attributes: {type: {string: gpu}, productName: {string: NVIDIA A100-SXM4-80GB}}
+  object:
+    apiVersion: resource.k8s.io/v1
+    kind: ResourceClaim
+    metadata: {name: gpus, namespace: ml-train}
+    spec:
+      devices:
+        requests:
+        - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 2}}
+- PASS: one GPU
+  nodes:
+  - apiVersion: resource.k8s.io/v1
+    kind: DeviceClass
+    metadata: {name: gpu.nvidia.com}
+    spec:
+      selectors:
+      - cel: {expression: "device.driver == 'gpu.nvidia.com'"}
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-1
+      labels: {kubernetes.io/hostname: gpu-1}
+    status: {allocatable: {cpu: "8"}}
+  - apiVersion: resource.k8s.io/v1
+    kind: ResourceSlice
+    metadata: {name: gpu-1-slice}
+    spec:
+      driver: gpu.nvidia.com
+      nodeName: gpu-1
+      pool: {name: gpu-1, generation: 1, resourceSliceCount: 1}
+      devices:
+      - name: gpu-0
+        attributes: {type: {string: gpu}, productName: {string: NVIDIA A100-SXM4-80GB}}
+  object:
+    apiVersion: resource.k8s.io/v1
+    kind: ResourceClaim
+    metadata: {name: gpus, namespace: ml-train}
+    spec:
+      devices:
+        requests:
+        - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 1}}
+"""
 FAMILIES = frozenset({"dra"})
 SHOWN = 3
 

@@ -21,6 +21,34 @@ from policies.view import ClaimView
 ID = "dra-selector-invalid"
 INTRINSIC = True
 
+EXAMPLES = """
+- FAIL: a CEL selector with no right-hand side
+  object:
+    apiVersion: resource.k8s.io/v1
+    kind: ResourceClaim
+    metadata: {name: gpus, namespace: ml-train}
+    spec:
+      devices:
+        requests:
+        - name: gpu
+          exactly:
+            deviceClassName: gpu.nvidia.com
+            selectors: [{cel: {expression: "device.attributes['gpu.nvidia.com'].productName =="}}]
+- PASS: a selector that compiles
+  object:
+    apiVersion: resource.k8s.io/v1
+    kind: ResourceClaim
+    metadata: {name: gpus, namespace: ml-train}
+    spec:
+      devices:
+        requests:
+        - name: gpu
+          exactly:
+            deviceClassName: gpu.nvidia.com
+            selectors:
+            - cel: {expression: "device.attributes['gpu.nvidia.com'].productName == 'H100'"}
+"""
+
 
 def check_claim(view: ClaimView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     dra = judged(context.inventory)

@@ -17,7 +17,67 @@ from policies.context import Context
 
 ID = "extended-resource-mixed"
 INTRINSIC = True
+SEVERITY = "warning"  # its ClusterFindings are warnings
 SCOPE = "cluster"
+
+EXAMPLES = """
+- FAIL: a class serves nvidia.com/gpu while another node's device plugin advertises it
+  nodes:
+  - apiVersion: resource.k8s.io/v1
+    kind: DeviceClass
+    metadata: {name: gpu.nvidia.com}
+    spec:
+      selectors:
+      - cel: {expression: "device.driver == 'gpu.nvidia.com'"}
+      extendedResourceName: nvidia.com/gpu
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-1
+      labels: {kubernetes.io/hostname: gpu-1}
+    status: {allocatable: {cpu: "8"}}
+  - apiVersion: resource.k8s.io/v1
+    kind: ResourceSlice
+    metadata: {name: gpu-1-slice}
+    spec:
+      driver: gpu.nvidia.com
+      nodeName: gpu-1
+      pool: {name: gpu-1, generation: 1, resourceSliceCount: 1}
+      devices:
+      - name: gpu-0
+        attributes: {type: {string: gpu}, productName: {string: NVIDIA A100-SXM4-80GB}}
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-2
+      labels: {kubernetes.io/hostname: gpu-2}
+    status: {allocatable: {cpu: "8", nvidia.com/gpu: "4"}}
+- PASS: every GPU node on the DRA driver
+  nodes:
+  - apiVersion: resource.k8s.io/v1
+    kind: DeviceClass
+    metadata: {name: gpu.nvidia.com}
+    spec:
+      selectors:
+      - cel: {expression: "device.driver == 'gpu.nvidia.com'"}
+      extendedResourceName: nvidia.com/gpu
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-1
+      labels: {kubernetes.io/hostname: gpu-1}
+    status: {allocatable: {cpu: "8"}}
+  - apiVersion: resource.k8s.io/v1
+    kind: ResourceSlice
+    metadata: {name: gpu-1-slice}
+    spec:
+      driver: gpu.nvidia.com
+      nodeName: gpu-1
+      pool: {name: gpu-1, generation: 1, resourceSliceCount: 1}
+      devices:
+      - name: gpu-0
+        attributes: {type: {string: gpu}, productName: {string: NVIDIA A100-SXM4-80GB}}
+"""
 _NAMED = 3
 
 

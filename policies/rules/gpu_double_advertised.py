@@ -21,6 +21,57 @@ ID = "gpu-double-advertised"
 INTRINSIC = True
 SCOPE = "cluster"
 
+EXAMPLES = """
+- FAIL: a node whose GPU the device plugin and the DRA driver both advertise
+  nodes:
+  - apiVersion: resource.k8s.io/v1
+    kind: DeviceClass
+    metadata: {name: gpu.nvidia.com}
+    spec:
+      selectors:
+      - cel: {expression: "device.driver == 'gpu.nvidia.com'"}
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-1
+      labels: {kubernetes.io/hostname: gpu-1}
+    status: {allocatable: {cpu: "8", nvidia.com/gpu: "1"}}
+  - apiVersion: resource.k8s.io/v1
+    kind: ResourceSlice
+    metadata: {name: gpu-1-slice}
+    spec:
+      driver: gpu.nvidia.com
+      nodeName: gpu-1
+      pool: {name: gpu-1, generation: 1, resourceSliceCount: 1}
+      devices:
+      - name: gpu-0
+        attributes: {type: {string: gpu}, productName: {string: NVIDIA A100-SXM4-80GB}}
+- PASS: the DRA driver alone
+  nodes:
+  - apiVersion: resource.k8s.io/v1
+    kind: DeviceClass
+    metadata: {name: gpu.nvidia.com}
+    spec:
+      selectors:
+      - cel: {expression: "device.driver == 'gpu.nvidia.com'"}
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-1
+      labels: {kubernetes.io/hostname: gpu-1}
+    status: {allocatable: {cpu: "8"}}
+  - apiVersion: resource.k8s.io/v1
+    kind: ResourceSlice
+    metadata: {name: gpu-1-slice}
+    spec:
+      driver: gpu.nvidia.com
+      nodeName: gpu-1
+      pool: {name: gpu-1, generation: 1, resourceSliceCount: 1}
+      devices:
+      - name: gpu-0
+        attributes: {type: {string: gpu}, productName: {string: NVIDIA A100-SXM4-80GB}}
+"""
+
 
 def check_cluster(view: ClusterView, context: Context) -> Iterator[ClusterFinding]:
     inventory = context.inventory

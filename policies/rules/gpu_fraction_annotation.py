@@ -21,6 +21,25 @@ from policies.view import PodView
 ID = "gpu-fraction-annotation"
 INTRINSIC = True
 
+EXAMPLES = """
+- FAIL: a GPU fraction over one
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p, annotations: {gpu-fraction: "1.5"}}
+    spec:
+      schedulerName: kai-scheduler
+      containers: [{name: main, image: "server:1"}]
+- PASS: half a GPU under KAI Scheduler
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p, annotations: {gpu-fraction: "0.5"}}
+    spec:
+      schedulerName: kai-scheduler
+      containers: [{name: main, image: "server:1"}]
+"""
+
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     request = view.demand.fraction

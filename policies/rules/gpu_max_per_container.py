@@ -25,6 +25,31 @@ from policies.view import PodView
 ID = "gpu-max-per-container"
 INTRINSIC = False
 
+EXAMPLES = """
+- FAIL: eight GPUs in one container, over maxGPUsPerContainer 4
+  policy: {rules: {maxGPUsPerContainer: 4}}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/gpu: 8}}
+- PASS: four GPUs in one container
+  policy: {rules: {maxGPUsPerContainer: 4}}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/gpu: 4}}
+"""
+
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     limit = policy.spec.rules.max_gpus_per_container

@@ -31,6 +31,30 @@ from policies.view import ClaimView, PodView
 ID = "gpu-max-per-pod"
 INTRINSIC = False
 
+EXAMPLES = """
+- FAIL: two containers of six GPUs each, over maxGPUsPerPod 8
+  policy: {rules: {maxGPUsPerPod: 8}}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: train}
+    spec:
+      containers:
+      - {name: a, image: trainer:1, resources: {limits: {nvidia.com/gpu: 6}}}
+      - {name: b, image: trainer:1, resources: {limits: {nvidia.com/gpu: 6}}}
+- PASS: an init container of eight GPUs, then an app container of eight
+  policy: {rules: {maxGPUsPerPod: 8}}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: train}
+    spec:
+      initContainers:
+      - {name: warm, image: trainer:1, resources: {limits: {nvidia.com/gpu: 8}}}
+      containers:
+      - {name: main, image: trainer:1, resources: {limits: {nvidia.com/gpu: 8}}}
+"""
+
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     limit = policy.spec.rules.max_gpus_per_pod

@@ -27,6 +27,33 @@ from policies.view import ClaimView, PodView
 ID = "gpu-model-not-allowed"
 INTRINSIC = False
 
+EXAMPLES = """
+- FAIL: a pod pinned to H100 where only A100 is allowed
+  policy: {rules: {allowedModels: [NVIDIA-A100-SXM4-80GB]}}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/gpu: 1}}
+- PASS: a pod pinned to the allowed A100
+  policy: {rules: {allowedModels: [NVIDIA-A100-SXM4-80GB]}}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      nodeSelector: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/gpu: 1}}
+"""
+
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     allowed = policy.spec.rules.allowed_models

@@ -42,6 +42,41 @@ from policies.view import PodView
 ID = "gpu-no-matching-hardware"
 INTRINSIC = False
 
+EXAMPLES = """
+- FAIL: eight GPUs in a cluster whose GPU nodes have four
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-1
+      labels: {nvidia.com/gpu.product: Tesla-T4, nvidia.com/gpu.count: "4"}
+    spec: {taints: [{key: nvidia.com/gpu, effect: NoSchedule}]}
+    status: {allocatable: {nvidia.com/gpu: "4"}}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: train}
+    spec:
+      containers:
+      - {name: main, image: trainer:1, resources: {limits: {nvidia.com/gpu: 8}}}
+- PASS: four GPUs, with the toleration the default policy injects
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-1
+      labels: {nvidia.com/gpu.product: Tesla-T4, nvidia.com/gpu.count: "4"}
+    spec: {taints: [{key: nvidia.com/gpu, effect: NoSchedule}]}
+    status: {allocatable: {nvidia.com/gpu: "4"}}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: train}
+    spec:
+      containers:
+      - {name: main, image: trainer:1, resources: {limits: {nvidia.com/gpu: 4}}}
+"""
+
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     inventory = context.inventory

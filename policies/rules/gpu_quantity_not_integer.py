@@ -22,6 +22,29 @@ from policies.view import PodView
 
 ID = "gpu-quantity-not-integer"
 INTRINSIC = True
+
+EXAMPLES = """
+- FAIL: half a GPU as an extended resource
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/gpu: "0.5"}}
+- PASS: one GPU
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/gpu: 1}}
+"""
 HINT = ("for a share of a GPU use a MIG profile, HAMi nvidia.com/gpumem / nvidia.com/gpucores, "
         "or a memory unit (aliyun.com/gpu-mem is in GiB)")
 

@@ -18,6 +18,31 @@ from policies.view import PodView
 ID = "gpu-request-limit-mismatch"
 INTRINSIC = True
 
+EXAMPLES = """
+- FAIL: a GPU request below its limit
+  policy: {}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {requests: {nvidia.com/gpu: 1}, limits: {nvidia.com/gpu: 2}}
+- PASS: request and limit equal
+  policy: {}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {requests: {nvidia.com/gpu: 2}, limits: {nvidia.com/gpu: 2}}
+"""
+
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     for container, name, requests, limits in requested_accelerators(view):

@@ -19,6 +19,29 @@ from policies.view import PodView
 ID = "gpu-request-without-limit"
 INTRINSIC = True
 
+EXAMPLES = """
+- FAIL: a GPU request with no limit (no policy injects one)
+  policy: {}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - {name: main, image: "trainer:1", resources: {requests: {nvidia.com/gpu: 1}}}
+- PASS: a GPU limit (the request defaults to it)
+  policy: {}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/gpu: 1}}
+"""
+
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     for container, name, requests, limits in requested_accelerators(view):

@@ -17,6 +17,31 @@ from policies.view import PodView
 ID = "gpu-resource-not-allowed"
 INTRINSIC = False
 
+EXAMPLES = """
+- FAIL: a MIG slice where only whole GPUs are allowed
+  policy: {rules: {allowedResources: ["nvidia.com/gpu"]}}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/mig-1g.10gb: 1}}
+- PASS: a whole GPU
+  policy: {rules: {allowedResources: ["nvidia.com/gpu"]}}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/gpu: 1}}
+"""
+
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     allowed = policy.spec.rules.allowed_resources

@@ -20,6 +20,30 @@ from policies.view import PodView
 
 ID = "gpu-scheduler-mismatch"
 INTRINSIC = True
+
+EXAMPLES = """
+- FAIL: HAMi GPU memory under the Volcano scheduler
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      schedulerName: volcano
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 4000}}
+- PASS: HAMi GPU memory with the default scheduler name (HAMi's webhook sets its own)
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 4000}}
+"""
 FAMILIES = frozenset({"hami", "volcano-vgpu"})
 HAMI_SCHEDULERS = frozenset({"", "default-scheduler", "hami-scheduler"})
 

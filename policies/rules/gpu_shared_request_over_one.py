@@ -19,6 +19,30 @@ from policies.view import PodView
 
 ID = "gpu-shared-request-over-one"
 INTRINSIC = True
+SEVERITY = "warning"  # advice: every finding it makes is a warning
+
+EXAMPLES = """
+- FAIL: two time-sliced replicas in one container
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/gpu.shared: 2}}
+- PASS: one replica
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/gpu.shared: 1}}
+"""
 NAME = "nvidia.com/gpu.shared"
 
 

@@ -17,6 +17,27 @@ from policies.view import PodView
 
 ID = "gpu-sharing-modes-mixed"
 INTRINSIC = True
+
+EXAMPLES = """
+- FAIL: a whole GPU and a gpushare memory share in one pod
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - {name: a, image: "trainer:1", resources: {limits: {nvidia.com/gpu: 1}}}
+      - {name: b, image: "trainer:1", resources: {limits: {aliyun.com/gpu-mem: 4}}}
+- PASS: whole GPUs only
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - {name: a, image: "trainer:1", resources: {limits: {nvidia.com/gpu: 1}}}
+      - {name: b, image: "trainer:1", resources: {limits: {nvidia.com/gpu: 1}}}
+"""
 _NAMES = {
     "gpushare": "gpushare/cGPU (aliyun.com/*)",
     "hami": "HAMi (nvidia.com/gpumem, gpucores)",

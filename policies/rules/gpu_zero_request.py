@@ -16,6 +16,30 @@ from policies.view import PodView
 
 ID = "gpu-zero-request"
 INTRINSIC = True
+SEVERITY = "warning"  # advice: every finding it makes is a warning
+
+EXAMPLES = """
+- FAIL: "nvidia.com/gpu: 0"
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/gpu: 0}}
+- PASS: one GPU
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/gpu: 1}}
+"""
 _HIDDEN = {"none", "void", ""}
 
 

@@ -21,6 +21,31 @@ from policies.view import PodView
 
 ID = "gpushare-count-resource"
 INTRINSIC = True
+
+EXAMPLES = """
+- FAIL: gpu-count as a container resource
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      schedulerName: gpushare-scheduler
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {aliyun.com/gpu-mem: 8, aliyun.com/gpu-count: 2}}
+- PASS: gpu-count as the pod label, the memory dividing evenly
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p, labels: {aliyun.com/gpu-count: "4"}}
+    spec:
+      schedulerName: gpushare-scheduler
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {aliyun.com/gpu-mem: 24}}
+"""
 FAMILIES = frozenset({"gpushare"})
 
 

@@ -21,6 +21,31 @@ from policies.view import PodView
 
 ID = "mig-count-over-geometry"
 INTRINSIC = True
+
+EXAMPLES = """
+- FAIL: nine 7g slices (one per A100, eight A100s on the largest board)
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      nodeSelector: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/mig-7g.80gb: 9}}
+- PASS: two 3g slices
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      nodeSelector: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/mig-3g.40gb: 2}}
+"""
 FAMILIES = frozenset({"mig"})
 
 

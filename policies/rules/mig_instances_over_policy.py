@@ -20,6 +20,30 @@ from policies.view import ClaimView, PodView
 
 ID = "mig-instances-over-policy"
 INTRINSIC = False
+
+EXAMPLES = """
+- FAIL: three MIG slices, over maxInstancesPerPod 2
+  policy: {rules: {mig: {maxInstancesPerPod: 2}}}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - {name: c0, image: "trainer:1", resources: {limits: {nvidia.com/mig-1g.10gb: 1}}}
+      - {name: c1, image: "trainer:1", resources: {limits: {nvidia.com/mig-1g.10gb: 1}}}
+      - {name: c2, image: "trainer:1", resources: {limits: {nvidia.com/mig-1g.10gb: 1}}}
+- PASS: two slices
+  policy: {rules: {mig: {maxInstancesPerPod: 2}}}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - {name: c0, image: "trainer:1", resources: {limits: {nvidia.com/mig-1g.10gb: 1}}}
+      - {name: c1, image: "trainer:1", resources: {limits: {nvidia.com/mig-1g.10gb: 1}}}
+"""
 FAMILIES = frozenset({"mig"})
 
 

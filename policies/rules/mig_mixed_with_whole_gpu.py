@@ -20,6 +20,29 @@ from policies.view import PodView
 
 ID = "mig-mixed-with-whole-gpu"
 INTRINSIC = True
+
+EXAMPLES = """
+- FAIL: a whole GPU and a MIG slice in one pod
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/gpu: 1, nvidia.com/mig-1g.10gb: 1}}
+- PASS: a MIG slice alone
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/mig-1g.10gb: 1}}
+"""
 FAMILIES = frozenset({"mig"})
 
 

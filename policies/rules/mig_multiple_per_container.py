@@ -18,6 +18,30 @@ from policies.view import PodView
 
 ID = "mig-multiple-per-container"
 INTRINSIC = True
+SEVERITY = "warning"  # advice: every finding it makes is a warning
+
+EXAMPLES = """
+- FAIL: two MIG slices in one container (CUDA sees one)
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/mig-1g.10gb: 2}}
+- PASS: one slice per container
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/mig-1g.10gb: 1}}
+"""
 FAMILIES = frozenset({"mig"})
 
 

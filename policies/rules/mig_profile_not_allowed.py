@@ -21,6 +21,31 @@ from policies.view import ClaimView, PodView
 
 ID = "mig-profile-not-allowed"
 INTRINSIC = False
+
+EXAMPLES = """
+- FAIL: a 3g slice where only 1g.10gb is allowed
+  policy: {rules: {mig: {allowedProfiles: ["1g.10gb"]}}}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/mig-3g.40gb: 1}}
+- PASS: the allowed 1g.10gb
+  policy: {rules: {mig: {allowedProfiles: ["1g.10gb"]}}}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/mig-1g.10gb: 1}}
+"""
 FAMILIES = frozenset({"mig"})
 
 

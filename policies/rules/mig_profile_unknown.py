@@ -18,6 +18,27 @@ from policies.view import PodView
 
 ID = "mig-profile-unknown"
 INTRINSIC = True
+
+EXAMPLES = """
+- FAIL: an A100-80GB MIG profile on H200 nodes
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: infer}
+    spec:
+      nodeSelector: {nvidia.com/gpu.product: NVIDIA-H200}
+      containers:
+      - {name: main, image: server:1, resources: {limits: {nvidia.com/mig-1g.10gb: 1}}}
+- PASS: the H200's own smallest profile
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: infer}
+    spec:
+      nodeSelector: {nvidia.com/gpu.product: NVIDIA-H200}
+      containers:
+      - {name: main, image: server:1, resources: {limits: {nvidia.com/mig-1g.18gb: 1}}}
+"""
 FAMILIES = frozenset({"mig"})
 
 

@@ -22,6 +22,31 @@ from policies.view import PodView
 ID = "pod-field-invalid"
 INTRINSIC = True
 
+EXAMPLES = """
+- FAIL: a GPU pod whose nodeSelector is a string
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      nodeSelector: gpu
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/gpu: 1}}
+- PASS: a nodeSelector mapping
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      nodeSelector: {workload: gpu}
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/gpu: 1}}
+"""
+
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     for path, message in spec_problems(view.spec, view.prefix):

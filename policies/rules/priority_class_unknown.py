@@ -28,7 +28,7 @@ INTRINSIC = True
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     api = context.api
-    if api is None or api.priority_classes is None or view.admitted \
+    if api is None or api.priority_classes is None or view.exists \
             or "priorityClassName" not in view.pod_fields:
         return
     name = view.spec.get("priorityClassName")

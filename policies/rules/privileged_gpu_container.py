@@ -18,6 +18,32 @@ from policies.view import PodView
 ID = "privileged-gpu-container"
 INTRINSIC = False
 
+EXAMPLES = """
+- FAIL: a privileged container in a GPU pod
+  policy: {rules: {denyPrivilegedGPUContainers: true}}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: train}
+    spec:
+      containers:
+      - name: main
+        image: nvidia/cuda:12.4.1-base-ubuntu22.04
+        resources: {limits: {nvidia.com/gpu: 1}}
+        securityContext: {privileged: true}
+- PASS: the same GPU pod unprivileged
+  policy: {rules: {denyPrivilegedGPUContainers: true}}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: train}
+    spec:
+      containers:
+      - name: main
+        image: nvidia/cuda:12.4.1-base-ubuntu22.04
+        resources: {limits: {nvidia.com/gpu: 1}}
+"""
+
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     if not policy.spec.rules.deny_privileged_gpu_containers or not view.demand.gpu:

@@ -43,7 +43,7 @@ PREFIX = "requests."
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     api = context.api
-    if api is None or view.admitted:
+    if api is None or view.exists:
         return
     quotas = api.quotas.get(view.namespace)
     if not quotas:

@@ -18,6 +18,29 @@ from policies.view import PodView
 
 ID = "shared-core-invalid"
 INTRINSIC = True
+
+EXAMPLES = """
+- FAIL: HAMi compute share of 120 per cent
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpucores: 120}}
+- PASS: half the card's compute
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpucores: 50}}
+"""
 FAMILIES = SHARED_FAMILIES
 PERCENT = ("nvidia.com/gpucores", "nvidia.com/gpumem-percentage",
            "volcano.sh/vgpu-cores", "volcano.sh/vgpu-memory-percentage")

@@ -15,6 +15,75 @@ from policies.context import Context
 
 ID = "shared-gpu-over-limit"
 INTRINSIC = False
+
+EXAMPLES = """
+- FAIL: three running pods on GPU 1 of one node, over maxPodsPerGPU 2
+  policy: {rules: {shared: {maxPodsPerGPU: 2}}}
+  pods:
+  - apiVersion: v1
+    kind: Pod
+    metadata:
+      name: a
+      namespace: team-a
+      annotations: {ALIYUN_COM_GPU_MEM_IDX: "1"}
+    spec:
+      nodeName: gpu-1
+      containers: [{name: main, image: "server:1", resources: {limits: {aliyun.com/gpu-mem: 4}}}]
+    status: {phase: Running}
+  - apiVersion: v1
+    kind: Pod
+    metadata:
+      name: b
+      namespace: team-a
+      annotations: {ALIYUN_COM_GPU_MEM_IDX: "1"}
+    spec:
+      nodeName: gpu-1
+      containers: [{name: main, image: "server:1", resources: {limits: {aliyun.com/gpu-mem: 4}}}]
+    status: {phase: Running}
+  - apiVersion: v1
+    kind: Pod
+    metadata:
+      name: c
+      namespace: team-a
+      annotations: {ALIYUN_COM_GPU_MEM_IDX: "1"}
+    spec:
+      nodeName: gpu-1
+      containers: [{name: main, image: "server:1", resources: {limits: {aliyun.com/gpu-mem: 4}}}]
+    status: {phase: Running}
+- PASS: two pods on GPU 1 and one on GPU 0
+  policy: {rules: {shared: {maxPodsPerGPU: 2}}}
+  pods:
+  - apiVersion: v1
+    kind: Pod
+    metadata:
+      name: a
+      namespace: team-a
+      annotations: {ALIYUN_COM_GPU_MEM_IDX: "1"}
+    spec:
+      nodeName: gpu-1
+      containers: [{name: main, image: "server:1", resources: {limits: {aliyun.com/gpu-mem: 4}}}]
+    status: {phase: Running}
+  - apiVersion: v1
+    kind: Pod
+    metadata:
+      name: b
+      namespace: team-a
+      annotations: {ALIYUN_COM_GPU_MEM_IDX: "1"}
+    spec:
+      nodeName: gpu-1
+      containers: [{name: main, image: "server:1", resources: {limits: {aliyun.com/gpu-mem: 4}}}]
+    status: {phase: Running}
+  - apiVersion: v1
+    kind: Pod
+    metadata:
+      name: c
+      namespace: team-a
+      annotations: {ALIYUN_COM_GPU_MEM_IDX: "0"}
+    spec:
+      nodeName: gpu-1
+      containers: [{name: main, image: "server:1", resources: {limits: {aliyun.com/gpu-mem: 4}}}]
+    status: {phase: Running}
+"""
 SCOPE = "cluster"
 
 

@@ -20,6 +20,33 @@ from policies.view import PodView
 
 ID = "shared-memory-over-device"
 INTRINSIC = True
+
+EXAMPLES = """
+- FAIL: 30 GiB of GPU memory on an A10 (24 GB)
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      schedulerName: gpushare-scheduler
+      nodeSelector: {aliyun.accelerator/nvidia_name: NVIDIA-A10}
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {aliyun.com/gpu-mem: 30}}
+- PASS: 16 GiB there
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      schedulerName: gpushare-scheduler
+      nodeSelector: {aliyun.accelerator/nvidia_name: NVIDIA-A10}
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {aliyun.com/gpu-mem: 16}}
+"""
 FAMILIES = SHARED_FAMILIES
 
 

@@ -19,6 +19,33 @@ from policies.view import PodView
 
 ID = "shared-memory-over-policy"
 INTRINSIC = False
+
+EXAMPLES = """
+- FAIL: 16 GiB per container, over maxMemoryGiBPerContainer 8
+  policy: {rules: {shared: {maxMemoryGiBPerContainer: 8}}}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      schedulerName: gpushare-scheduler
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {aliyun.com/gpu-mem: 16}}
+- PASS: 8 GiB
+  policy: {rules: {shared: {maxMemoryGiBPerContainer: 8}}}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p}
+    spec:
+      schedulerName: gpushare-scheduler
+      containers:
+      - name: main
+        image: "trainer:1"
+        resources: {limits: {aliyun.com/gpu-mem: 8}}
+"""
 FAMILIES = SHARED_FAMILIES
 TO_GIB = {
     "aliyun.com/gpu-mem": Fraction(1),

@@ -20,6 +20,31 @@ from policies.view import PodView
 
 ID = "visible-devices-bypass"
 INTRINSIC = False
+
+EXAMPLES = """
+- FAIL: a sidecar that asks for no GPU but sets NVIDIA_VISIBLE_DEVICES=all
+  policy: {rules: {denyVisibleDevicesBypass: true}}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: sidecar}
+    spec:
+      containers:
+      - name: main
+        image: nvidia/cuda:12.4.1-base-ubuntu22.04
+        env: [{name: NVIDIA_VISIBLE_DEVICES, value: all}]
+- PASS: the same container with NVIDIA_VISIBLE_DEVICES=none
+  policy: {rules: {denyVisibleDevicesBypass: true}}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: sidecar}
+    spec:
+      containers:
+      - name: main
+        image: nvidia/cuda:12.4.1-base-ubuntu22.04
+        env: [{name: NVIDIA_VISIBLE_DEVICES, value: none}]
+"""
 NAME = "NVIDIA_VISIBLE_DEVICES"
 NO_DEVICES = frozenset({"none", "void", ""})
 

@@ -59,6 +59,8 @@ OFFLINE = [
     ("review", ["review", MANIFESTS], {1}),
     ("policy-check", ["policy", "check", "tests/lint/fixtures/policies/teams.yaml"], {0}),
     ("schema", ["schema"], {0}),
+    ("rules", ["rules"], {0}),
+    ("rules-one", ["rules", "cuda-driver-too-old"], {0}),
     ("test", ["test", "policies/defaults-tests/suite.yaml"], {0}),
     ("completion", ["completion", "bash"], {0}),
     ("serve-help", ["serve", "--help"], {0}),

@@ -43,6 +43,20 @@ CATALOG = Catalog.from_data(RAW)
         ("NVIDIA-H200", "NVIDIA-H200"),
         ("NVIDIA-H200-NVL", "NVIDIA-H200"),
         ("NVIDIA-B200", "NVIDIA-B200"),
+        ("Tesla-P4", "Tesla-P4"),
+        ("Tesla-P4-SHARED", "Tesla-P4"),
+        ("Tesla-P40", "Tesla-P40"),
+        ("Tesla-P100-PCIE-16GB", "Tesla-P100-PCIE-16GB"),
+        ("NVIDIA-L20", "NVIDIA-L20"),
+        ("NVIDIA-L40S", "NVIDIA-L40S"),
+        ("NVIDIA-L40", "NVIDIA-L40"),
+        ("NVIDIA-A40", "NVIDIA-A40"),
+        ("NVIDIA-A2", "NVIDIA-A2"),
+        ("NVIDIA-A800-SXM4-80GB", "NVIDIA-A800-SXM4-80GB"),
+        ("NVIDIA-A800-80GB-PCIe-MIG-1g.10gb", "NVIDIA-A800-SXM4-80GB"),
+        ("NVIDIA-H800", "NVIDIA-H800"),
+        ("NVIDIA-GH200-480GB", "NVIDIA-GH200-480GB"),
+        ("NVIDIA-GB200", "NVIDIA-GB200"),
     ],
 )
 def test_lookup_finds_model(product: str, model: str) -> None:
@@ -79,6 +93,10 @@ EXPECTED_PROFILES = {
     "NVIDIA-H20": "1g.12gb 1g.12gb+me 1g.24gb 2g.24gb 3g.48gb 4g.48gb 7g.96gb",
     "NVIDIA-H200": "1g.18gb 1g.18gb+me 1g.35gb 2g.35gb 3g.71gb 4g.71gb 7g.141gb",
     "NVIDIA-B200": "1g.23gb 1g.23gb+me 1g.45gb 2g.45gb 3g.90gb 4g.90gb 7g.180gb",
+    "NVIDIA-A800-SXM4-80GB": "1g.10gb 1g.10gb+me 1g.20gb 2g.20gb 3g.40gb 4g.40gb 7g.80gb",
+    "NVIDIA-H800": "1g.10gb 1g.10gb+me 1g.20gb 2g.20gb 3g.40gb 4g.40gb 7g.80gb",
+    "NVIDIA-GH200-480GB": "1g.12gb 1g.12gb+me 1g.24gb 2g.24gb 3g.48gb 4g.48gb 7g.96gb",
+    "NVIDIA-GB200": "1g.23gb 1g.23gb+me 1g.47gb 2g.47gb 3g.93gb 4g.93gb 7g.186gb",
 }
 
 
@@ -88,7 +106,7 @@ def test_profile_tables(model: str) -> None:
     assert found is not None
     assert found.profile_names == tuple(EXPECTED_PROFILES.get(model, "").split())
     assert found.mig_capable is (model in EXPECTED_PROFILES)
-    assert found.memory_mib > 10_000
+    assert found.memory_mib > (7_000 if model == "Tesla-P4" else 10_000)  # the P4 has 8 GB
     if found.mig_capable:
         assert (found.mig_slots, found.mig_compute) == (
             (4, 4) if model == "NVIDIA-A30" else (8, 7)

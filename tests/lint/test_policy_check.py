@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.lint.helpers import FIXTURES, ROOT, gpupolicy
@@ -101,7 +103,7 @@ STRICT = [
     ("  rulez: {}\n", "spec.rulez: unknown field; did you mean rules?"),
     ("  rules: {zzz: 1}\n", "spec.rules.zzz: unknown field; known fields: allowedResources, "
      "maxGPUsPerPod, maxGPUsPerContainer, allowedModels, requireHardwareMatch, mig, shared, "
-     "dra, denyPrivilegedGPUContainers, denyVisibleDevicesBypass"),
+     "dra, denyPrivilegedGPUContainers, denyVisibleDevicesBypass, requireGuaranteedQoS"),
     ("  namespaces: ml\n", 'spec.namespaces: must be a list, not string "ml"'),
     ("  rules: ['a']\n", "spec.rules: must be a mapping, not a list"),
     ("  namespaceSelector: team\n", 'spec.namespaceSelector: must be a mapping, not string '
@@ -130,3 +132,71 @@ def test_policy_check_is_as_strict_as_the_crd(tmp_path, spec: str, line: str) ->
 def test_an_empty_directory_is_an_error(tmp_path) -> None:
     run = gpupolicy("policy", "check", str(tmp_path))
     assert run.code == 2 and "no policy files" in run.err, run.out + run.err
+
+
+ADVISED = """\
+apiVersion: gpupolicy.io/v1alpha1
+kind: GPUPolicy
+metadata: {name: pinned}
+spec:
+  inject:
+    tolerations: [{operator: Exists, effect: NoSchedule}, {key: nvidia.com/gpu, operator: Exists}]
+    nodeSelector: {kubernetes.io/hostname: gpu-node-7, workload: inference, team: vision}
+    nodeAffinity:
+      required:
+      - {key: nvidia.com/gpu.product, operator: In, values: [NVIDIA-H800]}
+      - {key: nvidia.com/gpu.product, operator: NotIn, values: [Tesla-T4]}
+      preferred:
+      - weight: 10
+        preference:
+          matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [gpu-node-7]}]
+---
+apiVersion: gpupolicy.io/v1alpha1
+kind: GPUPolicy
+metadata: {name: fine}
+spec:
+  inject:
+    tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+    nodeSelector: {workload: inference}
+"""
+OPERATOR_NODES = "tests/engine/fixtures/operator.yaml"
+
+
+@pytest.mark.parametrize(("inventory", "expected"), [
+    (False, [
+        "7:44: warning: policy pinned: spec.inject.nodeSelector['kubernetes.io/hostname']: "
+        "nodeSelector selects kubernetes.io/hostname",
+        "15:36: warning: policy pinned: spec.inject.nodeAffinity.preferred[0].preference."
+        "matchExpressions[0].key: preferred node affinity selects kubernetes.io/hostname",
+        "6:19: warning: policy pinned: spec.inject.tolerations[0]: tolerates every NoSchedule "
+        "taint",
+    ]),
+    (True, [
+        "7:44: warning: policy pinned: spec.inject.nodeSelector['kubernetes.io/hostname']",
+        "7:83: warning: policy pinned: spec.inject.nodeSelector.team: nodeSelector team=vision: "
+        "no node of the inventory carries this label",
+        "10:9: warning: policy pinned: spec.inject.nodeAffinity.required[0]: required node "
+        "affinity nvidia.com/gpu.product In NVIDIA-H800: no node of the inventory matches",
+        "15:36: warning: policy pinned: spec.inject.nodeAffinity.preferred[0]",
+        "6:19: warning: policy pinned: spec.inject.tolerations[0]",
+    ]),
+])
+def test_warnings_of_a_valid_policy(tmp_path: Path, inventory: bool, expected: list[str]) -> None:
+    """Valid policies that work against their pools: warnings at file:line:column, exit 0;
+    with --inventory, labels no node carries too (workload=inference is carried)."""
+    path = tmp_path / "policies.yaml"
+    path.write_text(ADVISED)
+    argv = ("--inventory", str(ROOT / OPERATOR_NODES)) if inventory else ()
+    run = gpupolicy("policy", "check", str(path), *argv, cwd=ROOT)
+    assert run.code == 0, run.out + run.err
+    lines = run.out.splitlines()
+    assert len(lines) == len(expected) + 1
+    for line, want in zip(lines, expected, strict=False):
+        assert line.startswith(f"{path}:{want}"), line
+    assert lines[-1] == (f"ok: 2 policies in 1 file (pinned, fine), {len(expected)} warnings")
+
+
+def test_an_unreadable_inventory_is_a_usage_error(tmp_path: Path) -> None:
+    run = gpupolicy("policy", "check", "policies/defaults", "--inventory",
+                    str(tmp_path / "missing.yaml"), cwd=ROOT)
+    assert run.code == 2 and "missing.yaml" in run.err

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # the DRA object model loads only for inputs that hold DRA ob
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "policies"
 BUNDLED_POLICIES = PACKAGE_DIR / "defaults"
 CATALOG_FILE = PACKAGE_DIR / "data" / "catalog.yaml"
+CUDA_FILE = PACKAGE_DIR / "data" / "cuda.yaml"
 SUFFIXES = (".yaml", ".yml", ".json")
 # What the workload documents of lint and review may be read beside: Namespace labels (for
 # namespaceSelector), the ResourceClaims pods name and the DeviceClasses claims name (a
@@ -128,7 +129,11 @@ def load_catalog(path: Path | str = CATALOG_FILE) -> Catalog:
     if stream.problems or not stream.documents:
         raise SourceError(_describe(path, stream.problems) if stream.problems
                           else f"{path}: empty GPU catalog")
-    return Catalog.from_data(stream.documents[0].data)
+    cuda = read_stream(CUDA_FILE)  # shipped with the package: NVIDIA's driver table
+    if cuda.problems or not cuda.documents:
+        raise SourceError(_describe(CUDA_FILE, cuda.problems) if cuda.problems
+                          else f"{CUDA_FILE}: empty CUDA table")
+    return Catalog.from_data(stream.documents[0].data, cuda.documents[0].data)
 
 
 def load_policies(path: Path | str | None = None) -> list[GPUPolicy]:

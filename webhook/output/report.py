@@ -279,18 +279,22 @@ def _artifact(file: str, root: Path) -> dict[str, str]:
         return {"uri": path.as_uri()}
 
 
-README_URI = f"{TOOL_URI}/blob/main/README.md"
-# Rules documented in a README section rather than the rule table.
-_SECTIONS = {"yaml-": "linting-manifests", "mutation": "linting-manifests",
-             "engine-error": "linting-manifests", "gpu-pod-pending": "why-is-my-gpu-pod-pending"}
+DOCS_URI = f"{TOOL_URI}/blob/main/docs"
+# Rules documented in a section of a docs page rather than the rules reference.
+_SECTIONS = {"yaml-": "lint-and-ci.md#linting-manifests",
+             "mutation": "lint-and-ci.md#linting-manifests",
+             "engine-error": "lint-and-ci.md#linting-manifests",
+             "dra-claim-unresolved": "lint-and-ci.md#rule-dra-claim-unresolved",
+             "gpu-pod-pending": "audit.md#why-is-my-gpu-pod-pending"}
 
 
 def help_uri(rule: str) -> str:
-    """Where a rule is documented: its row of the README's rule table (each has an anchor)."""
+    """Where a rule is documented: its section of docs/rules.md (generated from the rule
+    modules, each with an anchor), or the docs section of what is not a rule module."""
     for prefix, section in _SECTIONS.items():
         if rule.startswith(prefix):
-            return f"{README_URI}#{section}"
-    return f"{README_URI}#rule-{rule}"
+            return f"{DOCS_URI}/{section}"
+    return f"{DOCS_URI}/rules.md#rule-{rule}"
 
 
 # -- junit ------------------------------------------------------------------------------------
