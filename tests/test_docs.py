@@ -112,7 +112,13 @@ def _invocations(line: str) -> list[list[str]]:
     lexer.commenters = "#"
     segment: list[str] = []
     found = []
-    for token in [*lexer, ";"]:
+    try:
+        tokens = list(lexer)
+    except ValueError:  # prose in a YAML block that names the tool ("the gpupolicy release")
+        if re.match(r"\s*(?:\S*/)?gpupolicy\s", line):
+            raise
+        return []
+    for token in [*tokens, ";"]:
         if token and set(token) <= set("();<>|&"):
             if segment:
                 found.append(segment)
