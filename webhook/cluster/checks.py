@@ -5,13 +5,17 @@ unscheduled get the scheduler's own message plus, per node pool, why it cannot t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policies.cluster import ClusterFinding, ClusterView
 from policies.context import Context
 from policies.engine import explain, review_cluster
+
+if TYPE_CHECKING:
+    from policies.pools.thresholds import Thresholds
+    from policies.pools.view import PoolView
 
 PENDING_KEEP = 200
 
@@ -29,14 +33,24 @@ class PendingPod:
 
 
 class ClusterChecks:
-    def __init__(self, context: Context) -> None:
+    """`nodes`: the cluster's Node objects, for the node facts; `pools`: the pool view
+    (`audit --pools`), fed every pod too."""
+
+    def __init__(self, context: Context, nodes: Iterable[Mapping[str, Any]] = (),
+                 thresholds: Thresholds | None = None, pools: PoolView | None = None) -> None:
         self.context = context
-        self.view = ClusterView(context)
+        self.view = ClusterView(context, nodes, thresholds)
+        self.pools = pools
         self.pending: list[PendingPod] = []
         self.pending_total = 0
 
+    def daemonset(self, obj: Mapping[str, Any], namespace: str, name: str) -> None:
+        self.view.add_daemonset(obj, namespace, name)
+
     def pod(self, pod: dict[str, Any], namespace: str, name: str, gpu: bool) -> None:
         self.view.add_pod(pod, namespace, name)
+        if self.pools is not None:
+            self.pools.add_pod(pod, namespace, name, gpu)
         status = pod.get("status")
         status = status if isinstance(status, dict) else {}
         spec = pod.get("spec")

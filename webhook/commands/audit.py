@@ -29,7 +29,7 @@ import json
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 from policies.context import Context
@@ -51,7 +51,8 @@ if TYPE_CHECKING:
     from webhook.cluster.reports import Applied
 
 # the table is `text`, as every command's human format is named (`table` still accepted)
-HUMAN_FORMATS = tuple("text" if f == "table" else f for f in FORMATS)
+HUMAN_FORMATS = (*("text" if f == "table" else f for f in FORMATS), "markdown", "html")
+POOL_ONLY = ("markdown", "html")
 SHARED_OVER = "shared-gpu-over-limit"
 # (kind of the owner, kind of the owned) pairs whose owned objects are not audited twice
 OWNED = {("ReplicaSet", "Deployment"), ("Job", "CronJob")}
@@ -80,6 +81,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
                         help="progress bar on stderr (auto: when it is a terminal)")
     add_apply_arguments(parser)
+    add_pool_arguments(parser)
+
+
+def add_pool_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("pool view (docs/pools.md)")
+    group.add_argument("--pools", action="store_true",
+                       help="report per GPU node pool (allocation, waiting, failures, versions, "
+                            "utilisation, advice) instead of per workload; -o text, json, "
+                            "markdown or html")
+    group.add_argument("--prometheus", metavar="URL",
+                       help="with --pools: GPU utilisation from this Prometheus (DCGM "
+                            "Exporter's series)")
+    group.add_argument("--window", type=_duration, default=7 * 86400.0, metavar="DURATION",
+                       help="with --prometheus: the utilisation window, e.g. 7d, 36h "
+                            "(default: 7d)")
+    group.add_argument("--prometheus-token-file", metavar="FILE",
+                       help="with --prometheus: a bearer token read from FILE")
+    group.add_argument("--prometheus-ca", metavar="FILE",
+                       help="with --prometheus: CA bundle for an https URL")
+    group.add_argument("--prometheus-timeout", type=_seconds, default=30.0, metavar="SECONDS",
+                       help="with --prometheus: seconds per query (default: 30)")
+    group.add_argument("--thresholds", metavar="FILE",
+                       help="a GPUPoolThresholds file: minimums of the node facts and the "
+                            "thresholds of the advice (docs/design.md)")
+    group.add_argument("--now", type=_instant, metavar="TIME",
+                       help="judge waiting times as of this RFC 3339 time (default: now), "
+                            "for a dump taken earlier")
 
 
 def add_apply_arguments(parser: argparse.ArgumentParser) -> None:
@@ -107,6 +135,15 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if args.apply and args.paths:
         warn("--apply writes the reports into the live cluster: it audits no PATH")
         return 2
+    problem = _pool_usage(args)
+    if problem:
+        warn(problem)
+        return 2
+    try:
+        thresholds = _thresholds(args.thresholds)
+    except (OSError, ValueError) as exc:
+        warn(str(exc))
+        return 2
     if args.format == "sarif" and not args.paths:
         warn("-o sarif needs files: code scanning needs a file and line for every result, "
              "and objects read from a live cluster have none. Audit the manifests instead "
@@ -125,8 +162,13 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         # -n NS: that namespace's reports only, and no cluster report (its facts would be
         # those of one namespace's pods)
         covered = {args.namespace} if args.namespace else set(found.namespaces)
+        pools = None
+        if args.pools:
+            from policies.pools.view import PoolView
+            pools = PoolView(found.nodes, context, args.now or time.time(), thresholds)
         collector = audit(source, context, progress, passes=args.report_passes,
-                          shard=args.shard, covered=covered)
+                          shard=args.shard, covered=covered, nodes=found.nodes,
+                          thresholds=thresholds, pools=pools)
         if args.namespace:
             collector.cluster_report = False
     except (ClusterError, sources.SourceError, PolicyLoadError) as exc:
@@ -142,6 +184,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         return incomplete(args, source, collector, stdout, warn)
     if args.apply:
         return apply(args, source, collector, stdout, warn)
+    if pools is not None:
+        return pool_report(args, pools, collector, stdout, warn)
     try:
         with options.report_stream(args.output_file, stdout) as out:
             write("table" if args.format == "text" else args.format, collector, out)
@@ -152,6 +196,71 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         _say_what_sarif_left_out(collector, warn)
     # a fact is an error under every mode (the API server refuses it): exit 1 as lint does
     return 1 if collector.refused_objects or collector.severities["error"] else 0
+
+
+def pool_report(args: argparse.Namespace, pools: Any, collector: Collector, stdout: TextIO,
+                warn: Callable[[str], None]) -> int:
+    """The pool view, with utilisation when --prometheus is given. Prometheus failing leaves
+    the view as the cluster says it, utilisation marked unavailable with the reason; exit 2
+    only when Prometheus was asked and never answered."""
+    from webhook.output.pools_report import write as write_pools
+
+    fetched = None
+    if args.prometheus:
+        from webhook.cluster.prometheus import fetch
+        token = ""
+        if args.prometheus_token_file:
+            try:
+                with open(args.prometheus_token_file, encoding="utf-8") as handle:
+                    token = handle.read(65536).strip()
+            except OSError as exc:
+                warn(f"{args.prometheus_token_file}: cannot read the token: "
+                     f"{exc.strerror or exc}")
+                return 2
+        fetched = fetch(args.prometheus, args.window, now=args.now, token=token,
+                        ca_file=args.prometheus_ca, timeout=args.prometheus_timeout)
+        if fetched.utilization.unavailable:
+            warn(f"utilisation unavailable: {fetched.utilization.unavailable}")
+    doc = pools.report(fetched.utilization if fetched else None)
+    doc["nodeFacts"] = [h for h in collector.cluster.get("hazards", ())]
+    try:
+        with options.report_stream(args.output_file, stdout) as out:
+            write_pools(args.format, doc, out)
+    except OSError as exc:
+        warn(options.cannot_write(args.output_file, exc))
+        return 2
+    if fetched is not None and not fetched.answered:
+        return 2
+    return 1 if any(h["severity"] == "error" for h in doc["nodeFacts"]) else 0
+
+
+def _pool_usage(args: argparse.Namespace) -> str:
+    """Why the pool options do not go together, "" when they do."""
+    if args.format in POOL_ONLY and not args.pools:
+        return f"-o {args.format} is a format of the pool view: add --pools"
+    if not args.pools:
+        given = [f for f in ("prometheus", "thresholds", "now") if getattr(args, f)]
+        if "prometheus" in given:
+            return "--prometheus is read by the pool view: add --pools"
+        return ""
+    if args.format not in ("text", "json", *POOL_ONLY):
+        return "--pools reports in text, json, markdown or html"
+    if args.apply or args.shard != (0, 1):
+        return "--pools needs every pod of the cluster: no --apply, no --shard"
+    return ""
+
+
+def _thresholds(path: str | None) -> Any:
+    from policies.pools.thresholds import DEFAULT, ThresholdsError, parse_thresholds
+    if not path:
+        return DEFAULT
+    try:
+        with open(path, "rb") as handle:
+            return parse_thresholds(handle.read(1 << 20), path)
+    except OSError as exc:
+        raise OSError(f"{path}: cannot read the thresholds: {exc.strerror or exc}") from None
+    except ThresholdsError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def incomplete(args: argparse.Namespace, source: Source, collector: Collector,
@@ -231,7 +340,8 @@ def build_context(args: argparse.Namespace, found: sources.ClusterObjects,
 
 def audit(source: Source, context: Context, progress: Progress, *,
           passes: bool = False, shard: tuple[int, int] = (0, 1),
-          covered: set[str] | None = None) -> Collector:
+          covered: set[str] | None = None, nodes: Iterable[Mapping[str, Any]] = (),
+          thresholds: Any = None, pools: Any = None) -> Collector:
     """Review every workload of the source (of shard `shard[0]` of `shard[1]`: the objects
     of the namespaces that hash there). `covered`: the namespaces known to exist, whose
     reports are written even with nothing in them."""
@@ -239,7 +349,7 @@ def audit(source: Source, context: Context, progress: Progress, *,
     collector = Collector({p.name: p for p in context.policies}, passes=passes)
     collector.cluster_report = index == 0
     collector.covered = {ns for ns in covered or () if shard_of(ns, count) == index}
-    checks = ClusterChecks(context)
+    checks = ClusterChecks(context, nodes, thresholds, pools)
     places: Places = {}
     for kind, batch in source.workloads(progress, collector.unavailable):
         for obj, locate in batch:
@@ -278,6 +388,8 @@ def audit_one(obj: dict[str, Any], kind: str, context: Context, collector: Colle
         collector.failed(ref, exc)
         return
     collector.add(ref, decision)
+    if kind == "DaemonSet":
+        checks.daemonset(obj, namespace, ref.name)
     if kind == "Pod":
         checks.pod(obj, namespace, ref.name, decision.gpu)
         if decision.gpu and locate is not None and places is not None:
@@ -366,6 +478,30 @@ def _seconds(text: str) -> float:
     if not 0 < value <= 86400:
         raise argparse.ArgumentTypeError(f"{text!r} is no number of seconds in (0, 86400]")
     return value
+
+
+def _duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+    number, unit = text[:-1], text[-1:]
+    if unit not in units:
+        number, unit = text, "s"
+    try:
+        value = float(number) * units[unit]
+    except ValueError:
+        value = -1.0
+    if not 3600 <= value <= 90 * 86400:
+        raise argparse.ArgumentTypeError(f"{text!r} is no window between 1h and 90d "
+                                         "(e.g. 7d, 36h)")
+    return value
+
+
+def _instant(text: str) -> float:
+    from policies.pools.view import timestamp
+    found = timestamp(text)
+    if found is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is no RFC 3339 time "
+                                         "(e.g. 2026-05-01T12:00:00Z)")
+    return found
 
 
 def _progress_on(mode: str, stream: TextIO) -> bool:

@@ -1,0 +1,29 @@
+"""node-no-system-reserved: a GPU node whose allocatable cpu and memory equal its capacity:
+kubelet reserves nothing for the node's own agents (network, storage, logging, monitoring),
+which then compete with the GPU work (operator-guide §1 step 5). A warning. Cluster scope:
+`audit`.
+
+FAIL: node gpu-1 with `capacity: {cpu: "96", memory: 1056Gi}` and the same allocatable
+PASS: allocatable `cpu: 95500m`, `memory: 1050Gi` (kube-reserved / system-reserved set)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from policies.cluster import ClusterFinding, ClusterView
+from policies.context import Context
+from policies.rules._nodes import gpu_nodes
+
+ID = "node-no-system-reserved"
+INTRINSIC = False
+SCOPE = "cluster"
+
+
+def check_cluster(view: ClusterView, context: Context) -> Iterator[ClusterFinding]:
+    for r in gpu_nodes(view.nodes):
+        if r.cpu_reserved is False and r.memory_reserved is False:
+            yield ClusterFinding(
+                ID, f"node {r.name}: allocatable cpu and memory equal capacity: nothing is "
+                "reserved for kubelet and the node's agents (set kubeReserved/systemReserved)",
+                "", node=r.name)
