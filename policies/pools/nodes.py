@@ -82,7 +82,7 @@ class NodeRecord(NamedTuple):
     capacity: Mapping[str, int]
     allocatable: Mapping[str, int]
     cpu_reserved: bool | None  # allocatable below capacity; None when either is missing
-    memory_reserved: bool | None
+    memory_reserved: int | None  # bytes of capacity not allocatable; None when unknown
     driver: str
     cuda: str
     os_image: str
@@ -136,6 +136,14 @@ def _reserved(capacity: Mapping[str, Any], allocatable: Mapping[str, Any], key: 
     return alloc < cap
 
 
+def _held_back(capacity: Mapping[str, Any], allocatable: Mapping[str, Any], key: str
+               ) -> int | None:
+    cap, alloc = _amount(capacity.get(key)), _amount(allocatable.get(key))
+    if cap is None or alloc is None:
+        return None
+    return int(cap - alloc)
+
+
 def _gfd_version(labels: Mapping[str, str], full: str, old: str) -> str:
     """A GFD version label: `<full>` (nvidia.com/cuda.driver-version.full), else
     major.minor.rev from the newer `.major/.minor/.revision` labels or the older
@@ -173,7 +181,7 @@ def read_node(obj: Mapping[str, Any]) -> NodeRecord:
         capacity=_devices(capacity),
         allocatable=_devices(allocatable),
         cpu_reserved=_reserved(capacity, allocatable, "cpu"),
-        memory_reserved=_reserved(capacity, allocatable, "memory"),
+        memory_reserved=_held_back(capacity, allocatable, "memory"),
         driver=_gfd_version(labels, "nvidia.com/cuda.driver-version.full",
                             "nvidia.com/cuda.driver"),
         cuda=_gfd_version(labels, "nvidia.com/cuda.runtime-version.full",

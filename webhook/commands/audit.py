@@ -203,6 +203,7 @@ def pool_report(args: argparse.Namespace, pools: Any, collector: Collector, stdo
     """The pool view, with utilisation when --prometheus is given. Prometheus failing leaves
     the view as the cluster says it, utilisation marked unavailable with the reason; exit 2
     only when Prometheus was asked and never answered."""
+    from webhook.output.pools_html import write_html
     from webhook.output.pools_report import write as write_pools
 
     fetched = None
@@ -225,7 +226,10 @@ def pool_report(args: argparse.Namespace, pools: Any, collector: Collector, stdo
     doc["nodeFacts"] = [h for h in collector.cluster.get("hazards", ())]
     try:
         with options.report_stream(args.output_file, stdout) as out:
-            write_pools(args.format, doc, out)
+            if args.format == "html":
+                write_html(doc, out)
+            else:
+                write_pools(args.format, doc, out)
     except OSError as exc:
         warn(options.cannot_write(args.output_file, exc))
         return 2

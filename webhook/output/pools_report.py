@@ -146,8 +146,5 @@ def write_markdown(doc: Mapping[str, Any], out: TextIO) -> None:
 
 
 def write(fmt: str, doc: Mapping[str, Any], out: TextIO) -> None:
-    if fmt == "html":
-        from webhook.output.pools_html import write_html
-        write_html(doc, out)
-    else:
-        {"text": write_text, "json": write_json, "markdown": write_markdown}[fmt](doc, out)
+    """text, json or markdown (html: webhook/output/pools_html.py)."""
+    {"text": write_text, "json": write_json, "markdown": write_markdown}[fmt](doc, out)
