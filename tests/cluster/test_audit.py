@@ -509,7 +509,7 @@ def test_live_audit_reviews_claims_and_templates_and_skips_generated_claims(api_
     assert ("Pod", "train-0", "gpu-pod-pending", "pod") in found
     assert not any(name == GENERATED["metadata"]["name"] for _, name, _, _ in found)
     code, table, _ = gpupolicy_cli("audit", "--kubeconfig", kubeconfig)
-    assert "(2 running pods, 0 templates, 2 claims)" in table
+    assert "(2 pods: 1 Pending, 1 Running, 0 templates, 2 claims)" in table
     assert "Skipped 1 ResourceClaim owned by a controller whose template is audited (a " \
            "ResourceClaim generated for one pod: its ResourceClaimTemplate)." in table
 
@@ -686,7 +686,7 @@ def test_the_table_escapes_file_borne_names_and_counts_cluster_findings_apart(tm
     assert code == 1, err
     assert "\x1b" not in out and "\u202e" not in out
     assert "evil\\x1b[31mred\\u202etxt.exe" in out
-    assert "Audited 2 Pods in 1 namespace (2 running pods, 0 templates)" in out
+    assert "Audited 2 Pods in 1 namespace (2 pods: 1 Pending, 1 Running, 0 templates)" in out
     summary = next(line for line in out.splitlines() if line.startswith("Would refuse"))
     assert summary == ("Would refuse 1 object, mutate 0; 1 error, 0 warnings; "
                        "1 cluster finding (below).")

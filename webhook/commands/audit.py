@@ -386,8 +386,16 @@ def audit_one(obj: dict[str, Any], kind: str, context: Context, collector: Colle
     namespace = namespace_of(obj, None)
     ref = ObjectRef(kind, str(obj.get("apiVersion", "")), namespace,
                     str(meta.get("name") or "?"), str(meta.get("uid") or ""), locate)
+    status = obj.get("status")
+    phase = status.get("phase") if kind == "Pod" and isinstance(status, dict) else None
+    if kind == "Pod":
+        collector.phases[phase if isinstance(phase, str) and len(phase) < 32 else ""] += 1
     try:
-        decision = review(obj, context, namespace=namespace)
+        # a Pod the API server holds (it has a phase) was admitted long ago: the mutating
+        # webhook can no longer change it, so it is judged as it is (as an UPDATE), never
+        # counted under "would mutate"
+        decision = review(obj, context, namespace=namespace,
+                          operation="UPDATE" if isinstance(phase, str) and phase else "CREATE")
     except Exception as exc:  # one bad object must not end the audit of the cluster
         collector.failed(ref, exc)
         return

@@ -91,6 +91,8 @@ class Collector:
     passes: bool = False  # record a `pass` result per object and governing policy
     refused_objects: int = 0
     mutated_objects: int = 0
+    # audited Pods by status.phase as the API server names it ("" for a manifest: no status)
+    phases: Counter[str] = field(default_factory=Counter)
     examples: list[dict[str, Any]] = field(default_factory=list)
     offsets: dict[str, array[int]] = field(default_factory=dict)  # where each record starts
     lengths: dict[str, array[int]] = field(default_factory=dict)  # and its bytes
@@ -198,6 +200,7 @@ class Collector:
         return {
             "audited": dict(sorted(self.audited.items())),
             "pods": pods,
+            "podPhases": {p or "none": n for p, n in sorted(self.phases.items())},
             "templates": sum(self.audited.values()) - pods - claims,
             "claims": claims,
             "namespaces": len(self.namespaces),
@@ -388,9 +391,12 @@ def write_table(c: Collector, out: TextIO) -> None:
               "counted.\n")
     kinds = ", ".join(count(n, k) for k, n in s["audited"].items()) or "nothing"
     claims = f", {count(s['claims'], 'claim')}" if s["claims"] else ""
+    # pods by phase, named as the API server names them (a manifest has none)
+    phases = ", ".join(f"{n:,} {p if p != 'none' else 'without status'}"
+                       for p, n in s["podPhases"].items())
     write(f"Audited {kinds} in {count(s['namespaces'], 'namespace')} ("
-          f"{count(s['pods'], 'running pod')}, {count(s['templates'], 'template')}{claims}) "
-          f"in {s['seconds']}s.\n")
+          f"{count(s['pods'], 'pod')}{f': {phases}' if phases else ''}, "
+          f"{count(s['templates'], 'template')}{claims}) in {s['seconds']}s.\n")
     if s["skippedOwned"]:
         owned = ", ".join(count(n, k) for k, n in s["skippedOwned"].items())
         generated = (" (a ResourceClaim generated for one pod: its ResourceClaimTemplate)"
