@@ -63,7 +63,7 @@ class Advice(_Strict):
 
 class Thresholds(_Strict):
     minimums: Minimums = Minimums()
-    cgpu_max_pods_per_gpu: Annotated[StrictInt, Field(ge=1)] = 20
+    cgpu_max_pods_per_gpu: Annotated[StrictInt, Field(ge=1, alias="cgpuMaxPodsPerGPU")] = 20
     advice: Advice = Advice()
 
 

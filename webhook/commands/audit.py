@@ -428,8 +428,8 @@ def finish(collector: Collector, checks: ClusterChecks, places: Places | None = 
         "sharedGPUsOverLimit": [
             {"node": o.node, "device": o.device, "pods": o.pods, "maxPodsPerGPU": o.limit,
              "policy": o.policy, "sample": list(o.sample)} for o in over],
-        "hazards": [{"rule": o.rule, "severity": o.severity, "message": o.message}
-                    for o in hazards],
+        "hazards": [{"rule": o.rule, "severity": o.severity, "message": o.message,
+                     **({"node": o.node} if o.node else {})} for o in hazards],
         "pendingGPUPods": {"total": checks.pending_total,
                            "pods": [p.as_dict() for p in checks.pending]},
     }
