@@ -47,7 +47,10 @@ def gpus_held(pod: Mapping[str, Any]) -> int:
     spec = pod.get("spec")
     if not isinstance(spec, dict):
         return 0
-    totals = demand(spec, ("spec",)).totals
+    return _devices(demand(spec, ("spec",)).totals)
+
+
+def _devices(totals: Mapping[str, Any]) -> int:
     held = 0
     for name, amount in totals.items():
         resource = classify(name)
@@ -130,13 +133,15 @@ class PoolView:
     # -- feeding --------------------------------------------------------------------------
 
     def add_pod(self, pod: Mapping[str, Any], namespace: str, name: str, gpu: bool) -> None:
-        """One pod as the cluster has it; `gpu`: the engine found it asks for a GPU."""
-        if not gpu:
+        """One pod as the cluster has it; `gpu`: the engine found it asks for a GPU (a pod no
+        policy governs was not looked at: its demand is read here)."""
+        spec = pod.get("spec")
+        spec = spec if isinstance(spec, dict) else {}
+        asked = demand(spec, ("spec",))
+        if not (gpu or asked.gpu):
             return
         status = pod.get("status")
         status = status if isinstance(status, dict) else {}
-        spec = pod.get("spec")
-        spec = spec if isinstance(spec, dict) else {}
         phase = status.get("phase")
         raw = spec.get("nodeName")
         node = raw if isinstance(raw, str) else ""
@@ -147,7 +152,7 @@ class PoolView:
             if found is not None:
                 pool.failures[found] += 1
             if phase not in ("Succeeded", "Failed"):
-                self.held[node] += gpus_held(pod)
+                self.held[node] += _devices(asked.totals)
                 devices = shared_devices(pod)
                 if devices and self.records[node].cgpu:
                     cards = self.cards.setdefault(node, set())
@@ -157,16 +162,15 @@ class PoolView:
                 if classes and spec.get("priorityClassName") in classes:
                     pool.latency_critical = True
         elif phase == "Pending" and not node:
-            self._pending(pod, spec, namespace, name)
+            self._pending(pod, spec, namespace, name, _devices(asked.totals))
 
     def _pending(self, pod: Mapping[str, Any], spec: Mapping[str, Any], namespace: str,
-                 name: str) -> None:
+                 name: str, gpus: int) -> None:
         self.pending_total += 1
         meta = pod.get("metadata")
         created = timestamp(meta.get("creationTimestamp")) if isinstance(meta, dict) else None
         waited = self.now - created if created is not None else None
         first = self._first_failing(pod, spec, namespace)
-        gpus = gpus_held(pod)
         for pool_name, words in first:
             pool = self.pools[pool_name]
             if words == FITS:

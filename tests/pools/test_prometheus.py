@@ -3,13 +3,14 @@ what the pool view does when Prometheus is down, slow, answers garbage or half a
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from tests.pools.prom import prometheus, requests_served
 
 
 def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @pytest.fixture(scope="module")
@@ -112,10 +113,8 @@ def _answer(body: bytes, status: int = 200, delay: float = 0.0
         req.send_header("Content-Type", "application/json")
         req.send_header("Content-Length", str(len(body)))
         req.end_headers()
-        try:
+        with contextlib.suppress(BrokenPipeError):  # the slow case: the client gave up
             req.wfile.write(body)
-        except BrokenPipeError:  # the client gave up waiting (the slow case)
-            pass
     return handle
 
 
