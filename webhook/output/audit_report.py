@@ -200,7 +200,7 @@ class Collector:
         return {
             "audited": dict(sorted(self.audited.items())),
             "pods": pods,
-            "podPhases": {p or "none": n for p, n in sorted(self.phases.items())},
+            "podPhases": dict(sorted((p or "none", n) for p, n in self.phases.items())),
             "templates": sum(self.audited.values()) - pods - claims,
             "claims": claims,
             "namespaces": len(self.namespaces),
