@@ -101,7 +101,7 @@ def test_running_pods_are_not_would_mutate_and_phases_are_named(tmp_path: Path) 
     summary = json.loads(out)["summary"]
     assert summary["podPhases"] == {"Failed": 1, "Pending": 1, "Running": 1, "none": 1}
     assert summary["mutatedObjects"] == 1  # the manifest alone: the others exist already
-    code, out, err = _audit(tmp_path, objects)
+    _code, out, _err = _audit(tmp_path, objects)
     assert "(4 pods: 1 Failed, 1 Pending, 1 Running, 1 without status, 0 templates)" in out
 
 
@@ -131,5 +131,5 @@ def test_hostile_labels_and_names_are_bounded(tmp_path: Path) -> None:
 ])
 def test_pool_options_misused_are_usage_errors(args: list[str], says: str,
                                                tmp_path: Path) -> None:
-    code, out, err = _audit(tmp_path, [shapes.node("a-1")], *args)
+    code, _out, err = _audit(tmp_path, [shapes.node("a-1")], *args)
     assert code == 2 and says in err
