@@ -94,3 +94,11 @@ def test_a_bad_thresholds_file_is_a_usage_error_naming_the_field(
     code, out, err = cli("audit", str(DUMP), "--pools", *_thresholds(tmp_path, spec))
     assert code == 2 and out == ""
     assert says in err and "thresholds.yaml:" in err
+
+
+def test_the_thresholds_documented_in_design_md_are_the_defaults() -> None:
+    from policies.pools.thresholds import DEFAULT, parse_thresholds
+    design = (HERE.parent.parent / "docs" / "design.md").read_text(encoding="utf-8")
+    section = design.split("## Node facts and pool thresholds", 1)[1]
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert parse_thresholds(block, "docs/design.md") == DEFAULT

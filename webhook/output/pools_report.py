@@ -27,6 +27,10 @@ def _duration(seconds: float) -> str:
     return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
 
 
+def _n(count: int, what: str) -> str:
+    return f"{count:,} {what}{'s' * (count != 1)}"
+
+
 def _versions(versions: Mapping[str, Mapping[str, list[str]]]) -> list[tuple[str, str]]:
     rows = []
     for what, spread in versions.items():
@@ -47,7 +51,7 @@ def rows(pool: Mapping[str, Any]) -> list[tuple[str, str]]:
                                               if pool["product"] else "")),
         ("GPUs", f"{g['allocatable']} allocatable, {g['allocated']} allocated, {g['free']} free"
                  f", {g['fragmented']} fragmented"),
-        ("pending", f"{p['count']} GPU pods wait for it" + (
+        ("pending", f"{_n(p['count'], 'GPU pod')} wait{'s' * (p['count'] == 1)} for it" + (
             f", p50 {_duration(p['waitSeconds']['p50'])}, max {_duration(p['waitSeconds']['max'])}"
             if p["count"] else "")),
     ]
@@ -64,8 +68,8 @@ def rows(pool: Mapping[str, Any]) -> list[tuple[str, str]]:
     util = pool.get("utilization")
     if util is not None:
         out.append(("utilisation", f"p50 {util['p50']:.0%}, p95 {util['p95']:.0%} over "
-                                   f"{util['hours']:.0f} h; {util['idleAllocatedGPUs']} "
-                                   "allocated GPUs idle"))
+                                   f"{util['hours']:.0f} h; "
+                                   f"{_n(util['idleAllocatedGPUs'], 'allocated GPU')} idle"))
     return out
 
 
@@ -99,7 +103,7 @@ def _write_tail(doc: Mapping[str, Any], write: Callable[[str], None], bullet: st
     pending = doc["pending"]
     excluded = [p for p in pending["pods"] if p.get("excludedWithFree")]
     if pending["total"]:
-        write(f"{bullet}{pending['total']} GPU pods Pending"
+        write(f"{bullet}{_n(pending['total'], 'GPU pod')} Pending"
               + (f"; {len(excluded)} are kept by their selector from pools with free GPUs "
                  "of the model they would take:" if excluded else "") + "\n")
         for p in excluded[:10]:
