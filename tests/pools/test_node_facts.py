@@ -102,3 +102,24 @@ def test_the_thresholds_documented_in_design_md_are_the_defaults() -> None:
     section = design.split("## Node facts and pool thresholds", 1)[1]
     block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
     assert parse_thresholds(block, "docs/design.md") == DEFAULT
+
+
+def test_explain_names_the_node_facts_behind_a_pod_that_fits_nowhere(tmp_path: Path) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "l4", "namespace": "ml"},
+           "spec": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-L4"},
+                    "containers": [{"name": "c", "image": "x", "resources": {
+                        "limits": {"nvidia.com/gpu": "2"}}}]}}
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump(pod), encoding="utf-8")
+    code, out, err = cli("explain", str(path), "--inventory", str(DUMP), "-o", "json")
+    assert code == 1, err
+    facts = json.loads(out)[0]["nodeFacts"]
+    # infer-1's L4 is labelled, not advertised: why the L4 pool is short; train-2's unhealthy
+    # GPU is no part of it (the selector keeps the pod off the A100s)
+    assert [(f["rule"], f["node"]) for f in facts] == [("node-gpus-not-advertised", "infer-1")]
+    code, out, err = cli("explain", str(path), "--inventory", str(DUMP))
+    assert "nodes that cannot serve what they claim (node facts):" in out
+    pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1"
+    path.write_text(yaml.safe_dump(pod), encoding="utf-8")
+    code, out, err = cli("explain", str(path), "--inventory", str(DUMP), "-o", "json")
+    assert code == 0 and "nodeFacts" not in json.loads(out)[0]
