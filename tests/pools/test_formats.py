@@ -59,3 +59,12 @@ def test_the_live_pool_view_is_the_offline_one(tmp_path: Path) -> None:
     assert code == 1, err
     _, offline, _ = cli("audit", str(DUMP), "--pools", "-o", "json", "--now", NOW)
     assert json.loads(live) == json.loads(offline)
+
+
+def test_every_shard_sees_every_pool_whole(tmp_path: Path) -> None:
+    _, whole, _ = cli("audit", str(DUMP), "--pools", "-o", "json", "--now", NOW)
+    for shard in ("0/3", "1/3", "2/3"):
+        code, out, err = cli("audit", str(DUMP), "--pools", "-o", "json", "--now", NOW,
+                             "--shard", shard)
+        assert code == 1, err
+        assert json.loads(out)["pools"] == json.loads(whole)["pools"]

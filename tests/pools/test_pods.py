@@ -134,3 +134,8 @@ def test_pool_options_misused_are_usage_errors(args: list[str], says: str,
                                                tmp_path: Path) -> None:
     code, _out, err = _audit(tmp_path, [shapes.node("a-1")], *args)
     assert code == 2 and says in err
+
+
+def test_the_pool_view_writes_no_reports() -> None:
+    code, out, err = cli("audit", "--pools", "--apply")
+    assert (code, out) == (2, "") and "it writes no reports (no --apply)" in err

@@ -249,8 +249,8 @@ def _pool_usage(args: argparse.Namespace) -> str:
         return ""
     if args.format not in ("text", "json", *POOL_ONLY):
         return "--pools reports in text, json, markdown or html"
-    if args.apply or args.shard != (0, 1):
-        return "--pools needs every pod of the cluster: no --apply, no --shard"
+    if args.apply:
+        return "--pools prints the pool view: it writes no reports (no --apply)"
     return ""
 
 
@@ -358,9 +358,12 @@ def audit(source: Source, context: Context, progress: Progress, *,
     for kind, batch in source.workloads(progress, collector.unavailable):
         for obj, locate in batch:
             if count > 1 and shard_of(namespace_of(obj, None), count) != index:
-                if index == 0 and kind == "Pod":  # the cluster report counts shared GPUs
-                    checks.view.add_pod(obj, namespace_of(obj, None),
-                                        str(sources.metadata_of(obj).get("name") or "?"))
+                if kind == "Pod" and (index == 0 or pools is not None):
+                    name = str(sources.metadata_of(obj).get("name") or "?")
+                    if index == 0:  # the cluster report counts shared GPUs
+                        checks.view.add_pod(obj, namespace_of(obj, None), name)
+                    if pools is not None:  # a pool is every pod on its nodes, any shard's
+                        pools.add_pod(obj, namespace_of(obj, None), name, False)
                 continue
             audit_one(obj, kind, context, collector, checks, locate, places)
         progress.advance(kind, len(batch))
