@@ -132,13 +132,16 @@ class PoolView:
 
     # -- feeding --------------------------------------------------------------------------
 
-    def add_pod(self, pod: Mapping[str, Any], namespace: str, name: str, gpu: bool) -> None:
-        """One pod as the cluster has it; `gpu`: the engine found it asks for a GPU (a pod no
-        policy governs was not looked at: its demand is read here)."""
+    def add_pod(self, pod: Mapping[str, Any], namespace: str, name: str,
+                gpu: bool | None) -> None:
+        """One pod as the cluster has it; `gpu`: whether the engine found it asks for a GPU,
+        None when it did not look (no policy governs the pod): its demand is read here."""
+        if gpu is False:
+            return
         spec = pod.get("spec")
         spec = spec if isinstance(spec, dict) else {}
         asked = demand(spec, ("spec",))
-        if not (gpu or asked.gpu):
+        if not asked.gpu:
             return
         status = pod.get("status")
         status = status if isinstance(status, dict) else {}

@@ -61,7 +61,9 @@ def _report_with_utilisation(row: dict[str, Any]) -> dict[str, Any]:
     for obj in objects:
         if obj["kind"] == "Pod":
             meta = obj["metadata"]
-            view.add_pod(obj, meta["namespace"], meta["name"], review(obj, context).gpu)
+            decision = review(obj, context)
+            view.add_pod(obj, meta["namespace"], meta["name"],
+                         decision.gpu if decision.policies else None)
     return view.report(parse(WEEK["window"], WEEK["range"], WEEK["instant"]))
 
 

@@ -47,10 +47,13 @@ class ClusterChecks:
     def daemonset(self, obj: Mapping[str, Any], namespace: str, name: str) -> None:
         self.view.add_daemonset(obj, namespace, name)
 
-    def pod(self, pod: dict[str, Any], namespace: str, name: str, gpu: bool) -> None:
+    def pod(self, pod: dict[str, Any], namespace: str, name: str, gpu: bool,
+            judged: bool = True) -> None:
+        """`judged`: a policy governs the pod, so `gpu` is the engine's answer (else the
+        engine did not look, and the pool view reads the pod's demand itself)."""
         self.view.add_pod(pod, namespace, name)
         if self.pools is not None:
-            self.pools.add_pod(pod, namespace, name, gpu)
+            self.pools.add_pod(pod, namespace, name, gpu if judged else None)
         status = pod.get("status")
         status = status if isinstance(status, dict) else {}
         spec = pod.get("spec")

@@ -363,7 +363,7 @@ def audit(source: Source, context: Context, progress: Progress, *,
                     if index == 0:  # the cluster report counts shared GPUs
                         checks.view.add_pod(obj, namespace_of(obj, None), name)
                     if pools is not None:  # a pool is every pod on its nodes, any shard's
-                        pools.add_pod(obj, namespace_of(obj, None), name, False)
+                        pools.add_pod(obj, namespace_of(obj, None), name, None)
                 continue
             audit_one(obj, kind, context, collector, checks, locate, places)
         progress.advance(kind, len(batch))
@@ -406,7 +406,7 @@ def audit_one(obj: dict[str, Any], kind: str, context: Context, collector: Colle
     if kind == "DaemonSet":
         checks.daemonset(obj, namespace, ref.name)
     if kind == "Pod":
-        checks.pod(obj, namespace, ref.name, decision.gpu)
+        checks.pod(obj, namespace, ref.name, decision.gpu, judged=bool(decision.policies))
         if decision.gpu and locate is not None and places is not None:
             places[(namespace, ref.name)] = locate(())
 
