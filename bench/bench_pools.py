@@ -51,6 +51,9 @@ def gpu_nodes(objects: list[dict[str, Any]]) -> None:
                 "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]
         if obj["kind"] == "Pod" and obj["status"].get("phase") == "Pending":
             obj["metadata"]["creationTimestamp"] = "2026-05-01T10:00:00Z"
+        if obj["kind"] == "Pod":  # GPU pods tolerate the GPU nodes' taint, as they do
+            obj["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists",
+                                           "effect": "NoSchedule"}]
 
 
 def run_audit(config: str, out: str, pools: bool) -> tuple[float, float, float]:

@@ -192,6 +192,8 @@ def read_node(obj: Mapping[str, Any]) -> NodeRecord:
         cgpu=labels.get(CGPU_SCHEDULE) in ("cgpu", "share", "core_mem")
         or "cgpu.disable.isolation" in labels or (ack is not None and ack > 0),
         ack_memory_gib=int(ack) if ack is not None and ack > 0 else 0,
-        ack_cards=int(_amount(allocatable.get(ACK_CARDS)) or 0),
+        # ACK's card count: allocatable, else its accelerator label, else GFD's
+        ack_cards=int(_amount(allocatable.get(ACK_CARDS)) or 0)
+        or _int(labels.get("aliyun.accelerator/nvidia_count", "")) or 0,
         unschedulable=bool(spec.get("unschedulable")),
     )
