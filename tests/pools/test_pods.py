@@ -139,3 +139,16 @@ def test_pool_options_misused_are_usage_errors(args: list[str], says: str,
 def test_the_pool_view_writes_no_reports() -> None:
     code, out, err = cli("audit", "--pools", "--apply")
     assert (code, out) == (2, "") and "it writes no reports (no --apply)" in err
+
+
+def test_the_plain_audit_says_how_long_a_pending_gpu_pod_has_waited() -> None:
+    from tests.pools.helpers import DUMP
+    code, out, err = cli("audit", str(DUMP), "--now", NOW)
+    assert code == 1, err
+    assert "  ml/waiting-8 (waiting 2h00m)\n" in out
+    code, out, err = cli("audit", str(DUMP), "-o", "json", "--now", NOW)
+    assert code == 1, err
+    pending = json.loads(out)["cluster"]["pendingGPUPods"]["pods"]
+    assert [(p["name"], p["waitSeconds"]) for p in pending] == [("waiting-8", 7200)]
+    finding = next(r for r in json.loads(out)["findings"] if r["rule"] == "gpu-pod-pending")
+    assert finding["message"].startswith("GPU pod Pending for 2h00m: scheduler: 0/12 nodes")

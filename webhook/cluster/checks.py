@@ -5,6 +5,7 @@ unscheduled get the scheduler's own message plus, per node pool, why it cannot t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from policies.cluster import ClusterFinding, ClusterView
 from policies.context import Context
 from policies.engine import explain, review_cluster
+from policies.pools.view import timestamp
 
 if TYPE_CHECKING:
     from policies.pools.thresholds import Thresholds
@@ -26,10 +28,12 @@ class PendingPod:
     name: str
     scheduler: str  # the PodScheduled condition's message, "" when none
     pools: list[str]  # "pool X: reasons", one per pool
+    waited: float | None = None  # seconds since its creation; None when unknown
 
     def as_dict(self) -> dict[str, Any]:
         return {"namespace": self.namespace, "name": self.name,
-                "scheduler": self.scheduler, "pools": self.pools}
+                "scheduler": self.scheduler, "pools": self.pools,
+                "waitSeconds": round(self.waited) if self.waited is not None else None}
 
 
 class ClusterChecks:
@@ -37,8 +41,10 @@ class ClusterChecks:
     (`audit --pools`), fed every pod too."""
 
     def __init__(self, context: Context, nodes: Iterable[Mapping[str, Any]] = (),
-                 thresholds: Thresholds | None = None, pools: PoolView | None = None) -> None:
+                 thresholds: Thresholds | None = None, pools: PoolView | None = None,
+                 now: float | None = None) -> None:
         self.context = context
+        self.now = time.time() if now is None else now
         self.view = ClusterView(context, nodes, thresholds)
         self.pools = pools
         self.pending: list[PendingPod] = []
@@ -79,7 +85,10 @@ class ClusterChecks:
                     pools.append(f"fits pool {', '.join(fitting)} once capacity is free")
         except Exception as exc:  # the report must go on; say what failed
             pools.append(f"cannot explain: {type(exc).__name__}: {exc}")
-        return PendingPod(namespace, name, message, pools)
+        meta = pod.get("metadata")
+        created = timestamp(meta.get("creationTimestamp")) if isinstance(meta, dict) else None
+        return PendingPod(namespace, name, message, pools,
+                          max(0.0, self.now - created) if created is not None else None)
 
     def findings(self) -> list[ClusterFinding]:
         return review_cluster(self.view, self.context)

@@ -43,7 +43,14 @@ from webhook.cluster.kinds import REPORT_CHOICES
 from webhook.cluster.shards import parse_shard, shard_of
 from webhook.commands import options
 from webhook.inputs import sources
-from webhook.output.audit_report import FORMATS, Collector, ObjectRef, report_namespaces, write
+from webhook.output.audit_report import (
+    FORMATS,
+    Collector,
+    ObjectRef,
+    age,
+    report_namespaces,
+    write,
+)
 from webhook.output.findings import PENDING
 from webhook.output.progress import Progress
 
@@ -168,7 +175,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             pools = PoolView(found.nodes, context, args.now or time.time(), thresholds)
         collector = audit(source, context, progress, passes=args.report_passes,
                           shard=args.shard, covered=covered, nodes=found.nodes,
-                          thresholds=thresholds, pools=pools)
+                          thresholds=thresholds, pools=pools, now=args.now)
         if args.namespace:
             collector.cluster_report = False
     except (ClusterError, sources.SourceError, PolicyLoadError) as exc:
@@ -345,7 +352,7 @@ def build_context(args: argparse.Namespace, found: sources.ClusterObjects,
 def audit(source: Source, context: Context, progress: Progress, *,
           passes: bool = False, shard: tuple[int, int] = (0, 1),
           covered: set[str] | None = None, nodes: Iterable[Mapping[str, Any]] = (),
-          thresholds: Any = None, pools: Any = None) -> Collector:
+          thresholds: Any = None, pools: Any = None, now: float | None = None) -> Collector:
     """Review every workload of the source (of shard `shard[0]` of `shard[1]`: the objects
     of the namespaces that hash there). `covered`: the namespaces known to exist, whose
     reports are written even with nothing in them."""
@@ -353,7 +360,7 @@ def audit(source: Source, context: Context, progress: Progress, *,
     collector = Collector({p.name: p for p in context.policies}, passes=passes)
     collector.cluster_report = index == 0
     collector.covered = {ns for ns in covered or () if shard_of(ns, count) == index}
-    checks = ClusterChecks(context, nodes, thresholds, pools)
+    checks = ClusterChecks(context, nodes, thresholds, pools, now)
     places: Places = {}
     for kind, batch in source.workloads(progress, collector.unavailable):
         for obj, locate in batch:
@@ -424,8 +431,9 @@ def finish(collector: Collector, checks: ClusterChecks, places: Places | None = 
         scheduler = f"scheduler: {p.scheduler}; " if p.scheduler else ""
         place = (places or {}).get((p.namespace, p.name))
         ref = ObjectRef("Pod", "v1", p.namespace, p.name, locate=_at(place))
+        waited = f" for {age(p.waited)}" if p.waited is not None else ""
         collector.write(ref, rule=PENDING, severity="warning", action="warn",
-                        message=f"GPU pod Pending: {scheduler}{reasons}")
+                        message=f"GPU pod Pending{waited}: {scheduler}{reasons}")
     collector.cluster = {
         "sharedGPUs": checks.shared_gpus(),
         "sharedGPUsOverLimit": [

@@ -378,6 +378,16 @@ def write_policyreport(c: Collector, out: TextIO, fmt: str = "policyreport") -> 
                             allow_unicode=False))
 
 
+def age(seconds: float) -> str:
+    """How long a pod has waited, as kubectl shows an age."""
+    s = int(seconds)
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
+
+
 def write_table(c: Collector, out: TextIO) -> None:
     # names, messages and file names come from the files and the cluster: a terminal must not
     # run the escape sequences (or bidi controls) they may hold
@@ -443,7 +453,9 @@ def write_table(c: Collector, out: TextIO) -> None:
     if pending.get("total"):
         write(f"\nGPU pods Pending and unscheduled: {pending['total']}\n")
         for p in pending["pods"][:EXAMPLES]:
-            write(f"  {p['namespace']}/{p['name']}\n")
+            waited = f" (waiting {age(p['waitSeconds'])})" \
+                if p.get("waitSeconds") is not None else ""
+            write(f"  {p['namespace']}/{p['name']}{waited}\n")
             if p["scheduler"]:
                 write(f"    scheduler: {p['scheduler']}\n")
             for line in p["pools"]:
