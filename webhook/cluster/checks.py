@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from policies.cluster import ClusterFinding, ClusterView
 from policies.context import Context
 from policies.engine import explain, review_cluster
-from policies.pools.view import timestamp
 
 if TYPE_CHECKING:
     from policies.pools.thresholds import Thresholds
@@ -85,6 +84,8 @@ class ClusterChecks:
                     pools.append(f"fits pool {', '.join(fitting)} once capacity is free")
         except Exception as exc:  # the report must go on; say what failed
             pools.append(f"cannot explain: {type(exc).__name__}: {exc}")
+        from policies.pools.view import timestamp  # the pool view loads only when asked for
+
         meta = pod.get("metadata")
         created = timestamp(meta.get("creationTimestamp")) if isinstance(meta, dict) else None
         return PendingPod(namespace, name, message, pools,
