@@ -108,3 +108,25 @@ def test_the_pool_page_renders_in_chromium(tmp_path: Path) -> None:
     assert len(colours) > 20
     for colour in ((0x3B, 0x6F, 0xB6), (0x6C, 0xBF, 0x6C)):  # allocated, free
         assert colour in colours
+
+
+def test_the_utilisation_charts_render_in_chromium(tmp_path: Path) -> None:
+    """The page of the recorded Prometheus week: a utilisation chart per pool."""
+    import io
+
+    from tests.pools.test_advice import _report_with_utilisation
+    from webhook.output.pools_html import write_html
+
+    browser = _chromium()
+    doc = _report_with_utilisation({"cluster": "prometheus"})
+    page = io.StringIO()
+    write_html(doc, page)
+    html = tmp_path / "week.html"
+    html.write_text(page.getvalue(), encoding="utf-8")
+    dom = _run(browser, tmp_path, "--dump-dom", html.as_uri())
+    assert dom.returncode == 0 and "CONSOLE" not in dom.stderr, dom.stderr[-2000:]
+    for name in ("batch", "infer", "mig"):
+        section = re.search(rf'data-pool="{name}">(.*?)</section>', dom.stdout, re.S)
+        assert section and 'class="chart utilization"' in section.group(1), name
+        path = re.search(r'<path d="M([^"]+)"', section.group(1))
+        assert path and path.group(1).count("L") >= 100  # the week, drawn point by point

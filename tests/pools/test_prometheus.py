@@ -180,3 +180,33 @@ def test_prometheus_down_exits_2_after_printing_the_view(tmp_path: Path) -> None
     assert doc["utilizationSource"]["available"] is False
     assert "did not answer" in doc["utilizationSource"]["reason"]
     assert "utilisation unavailable" in err
+
+
+def test_the_bearer_token_is_sent(tmp_path: Path) -> None:
+    seen: list[str] = []
+    empty = {"status": "success", "data": {"resultType": "matrix", "result": []}}
+
+    def handle(req: http.server.BaseHTTPRequestHandler) -> None:
+        seen.append(req.headers.get("Authorization", ""))
+        if req.headers.get("Authorization") != "Bearer s3cret":
+            _answer(b'{"status":"error","error":"unauthorized"}', 401)(req)
+            return
+        kind = "matrix" if "range" in req.path else "vector"
+        _answer(json.dumps({**empty, "data": {"resultType": kind, "result": []}}).encode())(req)
+
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(shapes.dump(promcluster.objects()), encoding="utf-8")
+    token = tmp_path / "token"
+    token.write_text("s3cret\n", encoding="utf-8")
+    server, url = _server(handle)
+    try:
+        code, out, err = cli("audit", str(dump), "--pools", "--prometheus", url, "--now",
+                             shapes.T0)
+        assert code == 0 and "Prometheus answered HTTP 401: unauthorized" in out, err
+        code, out, err = cli("audit", str(dump), "--pools", "--prometheus", url,
+                             "--prometheus-token-file", str(token), "--now", shapes.T0)
+        assert code == 0 and "holds no DCGM utilisation series" in out, err
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen == ["", "Bearer s3cret", "Bearer s3cret"]
