@@ -91,8 +91,8 @@ def test_the_text_and_html_show_the_utilisation(served: tuple[str, Path, float])
 
 # -- Prometheus that misbehaves -------------------------------------------------------------
 
-def _server(handler: Callable[[http.server.BaseHTTPRequestHandler], None]
-            ) -> tuple[http.server.HTTPServer, str]:
+def _server(handler: Callable[[http.server.BaseHTTPRequestHandler], None],
+            tls: Any = None) -> tuple[http.server.HTTPServer, str]:
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             handler(self)
@@ -101,6 +101,8 @@ def _server(handler: Callable[[http.server.BaseHTTPRequestHandler], None]
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
@@ -210,3 +212,35 @@ def test_the_bearer_token_is_sent(tmp_path: Path) -> None:
         server.shutdown()
         server.server_close()
     assert seen == ["", "Bearer s3cret", "Bearer s3cret"]
+
+
+def test_an_https_prometheus_is_trusted_through_the_ca_option(tmp_path: Path) -> None:
+    import ssl
+
+    from webhook.certs import build_ca, build_serving_cert, write_bundle
+
+    paths = write_bundle(build_serving_cert("prometheus", "monitoring", build_ca()),
+                         tmp_path / "tls")
+
+    def handle(req: http.server.BaseHTTPRequestHandler) -> None:
+        kind = "matrix" if "range" in req.path else "vector"
+        _answer(json.dumps({"status": "success", "data": {
+            "resultType": kind, "result": []}}).encode())(req)
+
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(paths["cert"], paths["key"])
+    server, url = _server(handle, tls)
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(shapes.dump(promcluster.objects()), encoding="utf-8")
+    https = url.replace("http://", "https://")
+    try:
+        code, out, err = cli("audit", str(dump), "--pools", "--prometheus", https,
+                             "--prometheus-timeout", "5", "--now", shapes.T0)
+        # not trusted: no answer that counts (the TLS handshake fails), exit 2
+        assert code == 2 and "CERTIFICATE_VERIFY_FAILED" in out, err
+        code, out, err = cli("audit", str(dump), "--pools", "--prometheus", https,
+                             "--prometheus-ca", str(paths["ca"]), "--now", shapes.T0)
+        assert code == 0 and "holds no DCGM utilisation series" in out, err
+    finally:
+        server.shutdown()
+        server.server_close()
