@@ -123,3 +123,14 @@ def test_explain_names_the_node_facts_behind_a_pod_that_fits_nowhere(tmp_path: P
     path.write_text(yaml.safe_dump(pod), encoding="utf-8")
     code, out, err = cli("explain", str(path), "--inventory", str(DUMP), "-o", "json")
     assert code == 0 and "nodeFacts" not in json.loads(out)[0]
+
+
+def test_node_facts_go_to_the_cluster_scoped_report() -> None:
+    code, out, err = cli("audit", str(DUMP), "-o", "policyreport")
+    assert code == 1, err
+    reports = list(yaml.safe_load_all(out))
+    cluster = [r for r in reports if r and r["kind"] == "ClusterPolicyReport"]
+    assert len(cluster) == 1
+    results = {(r["rule"], r["result"], r["properties"]["node"]) for r in cluster[0]["results"]}
+    assert ("node-gpu-unhealthy", "fail", "train-2") in results
+    assert ("node-pool-taint-missing", "warn", "train-4") in results

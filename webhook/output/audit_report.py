@@ -251,8 +251,10 @@ def write_sarif(c: Collector, out: TextIO) -> None:
 
 _PR_SEVERITY = {"refuse": "high", "warn": "medium", "audit": "low", "error": "high",
                 "pass": "info"}
-_PR_RESULT = {"refuse": "fail", "warn": "warn", "audit": "warn", "error": "error",
-              "pass": "pass"}
+# "fail": a cluster fact that is an error (a node that cannot serve what it claims, GPUs
+# advertised twice), which the audit writes with that action
+_PR_RESULT = {"refuse": "fail", "fail": "fail", "warn": "warn", "audit": "warn",
+              "error": "error", "pass": "pass"}
 
 
 def _pr_result(record: dict[str, Any], now: int) -> dict[str, Any]:
