@@ -134,3 +134,12 @@ def test_node_facts_go_to_the_cluster_scoped_report() -> None:
     results = {(r["rule"], r["result"], r["properties"]["node"]) for r in cluster[0]["results"]}
     assert ("node-gpu-unhealthy", "fail", "train-2") in results
     assert ("node-pool-taint-missing", "warn", "train-4") in results
+
+
+def test_the_audit_table_lists_the_node_facts() -> None:
+    code, out, err = cli("audit", str(DUMP), "--now", NOW)
+    assert code == 1, err
+    assert "6 errors, 0 warnings; 13 cluster findings (below)." in out
+    assert "\nNode and cluster facts: 12\n" in out
+    assert "  error   node-gpu-unhealthy: node train-2: nvidia.com/gpu capacity 8, " \
+           "allocatable 7" in out

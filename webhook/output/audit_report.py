@@ -432,10 +432,13 @@ def write_table(c: Collector, out: TextIO) -> None:
         write("(no object is governed by any policy)\n")
     over = c.cluster.get("sharedGPUsOverLimit") or []
     pending = c.cluster.get("pendingGPUPods") or {}
-    # the cluster's own findings (pending pods, shared GPUs over their limit) belong to no row
-    # of the table: counted apart, so the WARN column and the warnings agree
-    cluster = len(over) + len(pending.get("pods") or ())
-    warnings = s["findings"]["warning"] - cluster
+    hazards = c.cluster.get("hazards") or []
+    # the cluster's own findings (pending pods, shared GPUs over their limit, node facts and
+    # other hazards) belong to no row of the table: counted apart, so the WARN column and
+    # the warnings agree
+    cluster = len(over) + len(pending.get("pods") or ()) + len(hazards)
+    warnings = s["findings"]["warning"] - cluster + sum(h["severity"] == "error"
+                                                        for h in hazards)
     write(f"\nWould refuse {count(s['refusedObjects'], 'object')}, mutate "
           f"{s['mutatedObjects']:,}; {count(s['findings']['error'], 'error')}, "
           f"{count(warnings, 'warning')}"
@@ -452,6 +455,12 @@ def write_table(c: Collector, out: TextIO) -> None:
                   f"{' ...' if o['pods'] > len(o['sample']) else ''}\n")
         if len(over) > EXAMPLES:
             write(f"  ... and {len(over) - EXAMPLES} more (-o json lists them all)\n")
+    if hazards:
+        write(f"\nNode and cluster facts: {len(hazards)}\n")
+        for h in hazards[:EXAMPLES * 2]:
+            write(f"  {h['severity']:<7} {h['rule']}: {h['message']}\n")
+        if len(hazards) > EXAMPLES * 2:
+            write(f"  ... and {len(hazards) - EXAMPLES * 2} more (-o json lists them all)\n")
     if pending.get("total"):
         write(f"\nGPU pods Pending and unscheduled: {pending['total']}\n")
         for p in pending["pods"][:EXAMPLES]:
