@@ -10,11 +10,16 @@ per (node, GPU) and a few example pods each.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from policies.context import Context
+
+if TYPE_CHECKING:
+    from policies.pools.nodes import NodeRecord
+    from policies.pools.thresholds import Thresholds
 
 SAMPLE = 5
 GPUSHARE_IDX = "ALIYUN_COM_GPU_MEM_IDX"
@@ -64,12 +69,67 @@ class SharedGPU:
     sample: list[str] = field(default_factory=list)
     limit: int | None = None
     policy: str = ""
+    memory_gib: float = 0.0  # the GPU-memory shares (aliyun.com/gpu-mem) placed on it
+
+
+# DaemonSets of the GPU stack whose reach over the GPU nodes is a node fact (by name or image)
+GPU_STACK = ("dcgm-exporter", "device-plugin", "gpu-feature-discovery", "gpushare",
+             "cgpu-installer", "nvidia-driver")
+DAEMONSETS = 100
+
+
+class DaemonSetRef(NamedTuple):
+    namespace: str
+    name: str
+    tolerations: tuple[Mapping[str, Any], ...]
+    node_selector: Mapping[str, str]
 
 
 class ClusterView:
-    def __init__(self, context: Context) -> None:
+    """`nodes`: the cluster's Node objects (for the node facts), `thresholds`: their
+    minimums (policies/pools/thresholds.py; the defaults when None)."""
+
+    def __init__(self, context: Context, nodes: Iterable[Mapping[str, Any]] = (),
+                 thresholds: Thresholds | None = None) -> None:
         self.context = context
         self.shared: dict[tuple[str, str], SharedGPU] = {}
+        self._node_objects = nodes
+        self._thresholds = thresholds
+        self.daemonsets: list[DaemonSetRef] = []
+
+    @cached_property
+    def nodes(self) -> tuple[NodeRecord, ...]:
+        from policies.pools.nodes import read_node
+        return tuple(read_node(n) for n in self._node_objects if isinstance(n, Mapping))
+
+    @property
+    def thresholds(self) -> Thresholds:
+        if self._thresholds is None:
+            from policies.pools.thresholds import DEFAULT
+            return DEFAULT
+        return self._thresholds
+
+    def add_daemonset(self, obj: Mapping[str, Any], namespace: str, name: str) -> None:
+        """A DaemonSet, kept when it is part of the GPU stack (bounded in number)."""
+        spec = obj.get("spec")
+        template = spec.get("template") if isinstance(spec, dict) else None
+        pod = template.get("spec") if isinstance(template, dict) else None
+        if not isinstance(pod, dict) or len(self.daemonsets) >= DAEMONSETS:
+            return
+        containers = pod.get("containers")
+        images = [c.get("image") for c in containers[:50] if isinstance(c, dict)] \
+            if isinstance(containers, list) else []
+        marks = [name.lower(), *(i.lower() for i in images if isinstance(i, str))]
+        if not any(word in mark for mark in marks for word in GPU_STACK):
+            return
+        tolerations = pod.get("tolerations")
+        selector = pod.get("nodeSelector")
+        self.daemonsets.append(DaemonSetRef(
+            namespace, name,
+            tuple(t for t in tolerations[:200] if isinstance(t, dict))
+            if isinstance(tolerations, list) else (),
+            {str(k): str(v) for k, v in selector.items()} if isinstance(selector, dict)
+            else {}))
 
     def add_pod(self, pod: Mapping[str, Any], namespace: str, name: str) -> None:
         """A pod as the cluster runs it: finished pods and unplaced pods hold no GPU."""
@@ -84,9 +144,11 @@ class ClusterView:
         if not devices:
             return
         limit, policy = self._limit(namespace)
+        memory = _share_memory(pod) / len(devices)
         for device in devices:
             entry = self.shared.setdefault((node, device), SharedGPU(node, device))
             entry.pods += 1
+            entry.memory_gib += memory
             if len(entry.sample) < SAMPLE:
                 entry.sample.append(f"{namespace}/{name}")
             if limit is not None and (entry.limit is None or limit < entry.limit):
@@ -100,6 +162,15 @@ class ClusterView:
             if limit is not None and (best[0] is None or limit < best[0]):
                 best = (limit, policy.name)
         return best
+
+
+def _share_memory(pod: Mapping[str, Any]) -> float:
+    """GiB of GPU memory a gpushare/cGPU pod asks (aliyun.com/gpu-mem), as the engine reads it."""
+    from policies.resources import demand
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return 0.0
+    return float(demand(spec, ("spec",)).totals.get("aliyun.com/gpu-mem", 0))
 
 
 class ClusterFinding(NamedTuple):

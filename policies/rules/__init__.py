@@ -60,6 +60,8 @@ from types import ModuleType
 from typing import Any
 
 from policies.rules import (
+    cgpu_memory_over_card,
+    cgpu_pods_over_limit,
     cuda_driver_too_old,
     dra_admin_access_namespace,
     dra_allocation_all,
@@ -71,6 +73,7 @@ from policies.rules import (
     dra_selector_invalid,
     extended_resource_mixed,
     extended_resource_served_twice,
+    gpu_daemonset_untolerated,
     gpu_double_advertised,
     gpu_fraction_annotation,
     gpu_max_per_container,
@@ -100,6 +103,12 @@ from policies.rules import (
     mig_name_single_strategy,
     mig_profile_not_allowed,
     mig_profile_unknown,
+    node_below_minimum,
+    node_gpu_unhealthy,
+    node_gpus_not_advertised,
+    node_no_system_reserved,
+    node_pool_taint_missing,
+    node_version_drift,
     pod_field_invalid,
     priority_class_unknown,
     privileged_gpu_container,
@@ -204,6 +213,10 @@ POLICY_CLAIM_RULES = tuple(m for m in CLAIM_RULES if not m.INTRINSIC)
 CLUSTER_RULES: tuple[ModuleType, ...] = (
     gpu_double_advertised, extended_resource_served_twice, extended_resource_mixed,
     shared_gpu_over_limit,
+    # node facts (policies/pools/nodes.py reads the Node objects)
+    node_gpus_not_advertised, node_gpu_unhealthy, node_below_minimum, node_version_drift,
+    node_pool_taint_missing, node_no_system_reserved, gpu_daemonset_untolerated,
+    cgpu_pods_over_limit, cgpu_memory_over_card,
 )
 
 RULES: dict[str, ModuleType] = {m.ID: m for m in (*_MODULES, *CLAIM_RULES, *CLUSTER_RULES)}

@@ -5,14 +5,19 @@ unscheduled get the scheduler's own message plus, per node pool, why it cannot t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policies.cluster import ClusterFinding, ClusterView
 from policies.context import Context
 from policies.engine import explain, review_cluster
 from policies.scheduling.occupancy import Occupancy
+
+if TYPE_CHECKING:
+    from policies.pools.thresholds import Thresholds
+    from policies.pools.view import PoolView
 
 PENDING_KEEP = 200
 
@@ -23,16 +28,25 @@ class PendingPod:
     name: str
     scheduler: str  # the PodScheduled condition's message, "" when none
     pools: list[str]  # "pool X: reasons", one per pool
+    waited: float | None = None  # seconds since its creation; None when unknown
 
     def as_dict(self) -> dict[str, Any]:
         return {"namespace": self.namespace, "name": self.name,
-                "scheduler": self.scheduler, "pools": self.pools}
+                "scheduler": self.scheduler, "pools": self.pools,
+                "waitSeconds": round(self.waited) if self.waited is not None else None}
 
 
 class ClusterChecks:
-    def __init__(self, context: Context) -> None:
+    """`nodes`: the cluster's Node objects, for the node facts; `pools`: the pool view
+    (`audit --pools`), fed every pod too."""
+
+    def __init__(self, context: Context, nodes: Iterable[Mapping[str, Any]] = (),
+                 thresholds: Thresholds | None = None, pools: PoolView | None = None,
+                 now: float | None = None) -> None:
         self.context = context
-        self.view = ClusterView(context)
+        self.now = time.time() if now is None else now
+        self.view = ClusterView(context, nodes, thresholds)
+        self.pools = pools
         # what the pods bound to each node hold (sums per node, not pods): the Pending pods
         # are explained against it once every pod has been read
         self.occupancy = Occupancy()
@@ -40,13 +54,21 @@ class ClusterChecks:
         self._pending: list[PendingPod] | None = None
         self.pending_total = 0
 
+    def daemonset(self, obj: Mapping[str, Any], namespace: str, name: str) -> None:
+        self.view.add_daemonset(obj, namespace, name)
+
     def hold(self, pod: Mapping[str, Any]) -> None:
         """A pod that holds what it requests on its node (any namespace, any shard)."""
         self.occupancy.add_pod(pod)
 
-    def pod(self, pod: dict[str, Any], namespace: str, name: str, gpu: bool) -> None:
+    def pod(self, pod: dict[str, Any], namespace: str, name: str, gpu: bool,
+            judged: bool = True) -> None:
+        """`judged`: a policy governs the pod, so `gpu` is the engine's answer (else the
+        engine did not look, and the pool view reads the pod's demand itself)."""
         self.view.add_pod(pod, namespace, name)
         self.occupancy.add_pod(pod)
+        if self.pools is not None:
+            self.pools.add_pod(pod, namespace, name, gpu if judged else None)
         status = pod.get("status")
         status = status if isinstance(status, dict) else {}
         spec = pod.get("spec")
@@ -88,7 +110,12 @@ class ClusterChecks:
                     pools.append(f"fits pool {', '.join(plain)} once capacity is free")
         except Exception as exc:  # the report must go on; say what failed
             pools.append(f"cannot explain: {type(exc).__name__}: {exc}")
-        return PendingPod(namespace, name, message, pools)
+        from policies.pools.view import timestamp  # the pool view loads only when asked for
+
+        meta = pod.get("metadata")
+        created = timestamp(meta.get("creationTimestamp")) if isinstance(meta, dict) else None
+        return PendingPod(namespace, name, message, pools,
+                          max(0.0, self.now - created) if created is not None else None)
 
     def findings(self) -> list[ClusterFinding]:
         return review_cluster(self.view, self.context)

@@ -132,6 +132,9 @@ def discovered_kinds(table: KindTable) -> list[WorkloadKind]:
     return out
 
 
+NODE_INFO = ("osImage", "kernelVersion", "containerRuntimeVersion", "kubeletVersion")
+
+
 def node_facts(obj: dict[str, Any]) -> dict[str, Any]:
     """What the Inventory reads of a Node; conditions and heartbeats are dropped, and parts of
     the wrong type read as empty (policies.inventory reads the rest as warily)."""
@@ -142,7 +145,10 @@ def node_facts(obj: dict[str, Any]) -> dict[str, Any]:
         "spec": {"taints": spec.get("taints") or [],
                  "unschedulable": bool(spec.get("unschedulable"))},
         "status": {"allocatable": status.get("allocatable") or {},
-                   "capacity": status.get("capacity") or {}},
+                   "capacity": status.get("capacity") or {},
+                   # the versions the node facts and the pool view compare
+                   "nodeInfo": {k: v for k, v in _mapping(status.get("nodeInfo")).items()
+                                if k in NODE_INFO and isinstance(v, str)}},
     }
 
 

@@ -30,7 +30,7 @@ import json
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 from policies.context import Context
@@ -44,7 +44,14 @@ from webhook.cluster.kinds import REPORT_CHOICES
 from webhook.cluster.shards import parse_shard, shard_of
 from webhook.commands import options
 from webhook.inputs import sources
-from webhook.output.audit_report import FORMATS, Collector, ObjectRef, report_namespaces, write
+from webhook.output.audit_report import (
+    FORMATS,
+    Collector,
+    ObjectRef,
+    age,
+    report_namespaces,
+    write,
+)
 from webhook.output.findings import PENDING
 from webhook.output.progress import Progress
 
@@ -52,7 +59,8 @@ if TYPE_CHECKING:
     from webhook.cluster.reports import Applied
 
 # the table is `text`, as every command's human format is named (`table` still accepted)
-HUMAN_FORMATS = tuple("text" if f == "table" else f for f in FORMATS)
+HUMAN_FORMATS = (*("text" if f == "table" else f for f in FORMATS), "markdown", "html")
+POOL_ONLY = ("markdown", "html")
 SHARED_OVER = "shared-gpu-over-limit"
 # (kind of the owner, kind of the owned) pairs whose owned objects are not audited twice
 OWNED = {("ReplicaSet", "Deployment"), ("Job", "CronJob")}
@@ -83,6 +91,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
                         help="progress bar on stderr (auto: when it is a terminal)")
     add_apply_arguments(parser)
+    add_pool_arguments(parser)
+
+
+def add_pool_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("pool view (docs/pools.md)")
+    group.add_argument("--pools", action="store_true",
+                       help="report per GPU node pool (allocation, waiting, failures, versions, "
+                            "utilisation, advice) instead of per workload; -o text, json, "
+                            "markdown or html")
+    group.add_argument("--prometheus", metavar="URL",
+                       help="with --pools: GPU utilisation from this Prometheus (DCGM "
+                            "Exporter's series)")
+    group.add_argument("--window", type=_duration, default=7 * 86400.0, metavar="DURATION",
+                       help="with --prometheus: the utilisation window, e.g. 7d, 36h "
+                            "(default: 7d)")
+    group.add_argument("--prometheus-token-file", metavar="FILE",
+                       help="with --prometheus: a bearer token read from FILE")
+    group.add_argument("--prometheus-ca", metavar="FILE",
+                       help="with --prometheus: CA bundle for an https URL")
+    group.add_argument("--prometheus-timeout", type=_seconds, default=30.0, metavar="SECONDS",
+                       help="with --prometheus: seconds per query (default: 30)")
+    group.add_argument("--thresholds", metavar="FILE",
+                       help="a GPUPoolThresholds file: minimums of the node facts and the "
+                            "thresholds of the advice (docs/design.md)")
+    group.add_argument("--now", type=_instant, metavar="TIME",
+                       help="judge waiting times as of this RFC 3339 time (default: now), "
+                            "for a dump taken earlier")
 
 
 def add_apply_arguments(parser: argparse.ArgumentParser) -> None:
@@ -110,6 +145,15 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if args.apply and args.paths:
         warn("--apply writes the reports into the live cluster: it audits no PATH")
         return 2
+    problem = _pool_usage(args)
+    if problem:
+        warn(problem)
+        return 2
+    try:
+        thresholds = _thresholds(args.thresholds)
+    except (OSError, ValueError) as exc:
+        warn(str(exc))
+        return 2
     if args.format == "sarif" and not args.paths:
         warn("-o sarif needs files: code scanning needs a file and line for every result, "
              "and objects read from a live cluster have none. Audit the manifests instead "
@@ -130,8 +174,13 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         # -n NS: those namespaces' reports only, and no cluster report (its facts would be
         # those of some namespaces' pods)
         covered = set(only) if only else set(found.namespaces)
+        pools = None
+        if args.pools:
+            from policies.pools.view import PoolView
+            pools = PoolView(found.nodes, context, args.now or time.time(), thresholds)
         collector = audit(source, context, progress, passes=args.report_passes,
-                          shard=args.shard, covered=covered, only=only)
+                          shard=args.shard, covered=covered, only=only, nodes=found.nodes,
+                          thresholds=thresholds, pools=pools, now=args.now)
         if only:
             collector.cluster_report = False
     except (ClusterError, sources.SourceError, PolicyLoadError) as exc:
@@ -147,6 +196,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         return incomplete(args, source, collector, stdout, warn)
     if args.apply:
         return apply(args, source, collector, stdout, warn)
+    if pools is not None:
+        return pool_report(args, pools, collector, stdout, warn)
     try:
         with options.report_stream(args.output_file, stdout) as out:
             write("table" if args.format == "text" else args.format, collector, out)
@@ -157,6 +208,75 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         _say_what_sarif_left_out(collector, warn)
     # a fact is an error under every mode (the API server refuses it): exit 1 as lint does
     return 1 if collector.refused_objects or collector.severities["error"] else 0
+
+
+def pool_report(args: argparse.Namespace, pools: Any, collector: Collector, stdout: TextIO,
+                warn: Callable[[str], None]) -> int:
+    """The pool view, with utilisation when --prometheus is given. Prometheus failing leaves
+    the view as the cluster says it, utilisation marked unavailable with the reason; exit 2
+    only when Prometheus was asked and never answered."""
+    from webhook.output.pools_html import write_html
+    from webhook.output.pools_report import write as write_pools
+
+    fetched = None
+    if args.prometheus:
+        from webhook.cluster.prometheus import fetch
+        token = ""
+        if args.prometheus_token_file:
+            try:
+                with open(args.prometheus_token_file, encoding="utf-8") as handle:
+                    token = handle.read(65536).strip()
+            except OSError as exc:
+                warn(f"{args.prometheus_token_file}: cannot read the token: "
+                     f"{exc.strerror or exc}")
+                return 2
+        fetched = fetch(args.prometheus, args.window, now=args.now, token=token,
+                        ca_file=args.prometheus_ca, timeout=args.prometheus_timeout)
+        if fetched.utilization.unavailable:
+            warn(f"utilisation unavailable: {fetched.utilization.unavailable}")
+    doc = pools.report(fetched.utilization if fetched else None)
+    doc["nodeFacts"] = [h for h in collector.cluster.get("hazards", ())]
+    try:
+        with options.report_stream(args.output_file, stdout) as out:
+            if args.format == "html":
+                write_html(doc, out)
+            else:
+                write_pools(args.format, doc, out)
+    except OSError as exc:
+        warn(options.cannot_write(args.output_file, exc))
+        return 2
+    if fetched is not None and not fetched.answered:
+        return 2
+    return 1 if any(h["severity"] == "error" for h in doc["nodeFacts"]) else 0
+
+
+def _pool_usage(args: argparse.Namespace) -> str:
+    """Why the pool options do not go together, "" when they do."""
+    if args.format in POOL_ONLY and not args.pools:
+        return f"-o {args.format} is a format of the pool view: add --pools"
+    if not args.pools:
+        given = [f for f in ("prometheus", "thresholds", "now") if getattr(args, f)]
+        if "prometheus" in given:
+            return "--prometheus is read by the pool view: add --pools"
+        return ""
+    if args.format not in ("text", "json", *POOL_ONLY):
+        return "--pools reports in text, json, markdown or html"
+    if args.apply:
+        return "--pools prints the pool view: it writes no reports (no --apply)"
+    return ""
+
+
+def _thresholds(path: str | None) -> Any:
+    from policies.pools.thresholds import DEFAULT, ThresholdsError, parse_thresholds
+    if not path:
+        return DEFAULT
+    try:
+        with open(path, "rb") as handle:
+            return parse_thresholds(handle.read(1 << 20), path)
+    except OSError as exc:
+        raise OSError(f"{path}: cannot read the thresholds: {exc.strerror or exc}") from None
+    except ThresholdsError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def incomplete(args: argparse.Namespace, source: Source, collector: Collector,
@@ -237,7 +357,9 @@ def build_context(args: argparse.Namespace, found: sources.ClusterObjects,
 
 def audit(source: Source, context: Context, progress: Progress, *,
           passes: bool = False, shard: tuple[int, int] = (0, 1),
-          covered: set[str] | None = None, only: frozenset[str] | None = None) -> Collector:
+          covered: set[str] | None = None, only: frozenset[str] | None = None,
+          nodes: Iterable[Mapping[str, Any]] = (), thresholds: Any = None, pools: Any = None,
+          now: float | None = None) -> Collector:
     """Review every workload of the source (of shard `shard[0]` of `shard[1]`: the objects
     of the namespaces that hash there; of the namespaces `only`, when given). `covered`: the
     namespaces known to exist, whose reports are written even with nothing in them."""
@@ -245,7 +367,7 @@ def audit(source: Source, context: Context, progress: Progress, *,
     collector = Collector({p.name: p for p in context.policies}, passes=passes)
     collector.cluster_report = index == 0
     collector.covered = {ns for ns in covered or () if shard_of(ns, count) == index}
-    checks = ClusterChecks(context)
+    checks = ClusterChecks(context, nodes, thresholds, pools, now)
     places: Places = {}
     for kind, batch in source.workloads(progress, collector.unavailable):
         for obj, locate in batch:
@@ -254,9 +376,11 @@ def audit(source: Source, context: Context, progress: Progress, *,
             if count > 1 and shard_of(namespace_of(obj, None), count) != index:
                 if kind == "Pod":  # what it holds on its node counts in every shard
                     checks.hold(obj)
-                if index == 0 and kind == "Pod":  # the cluster report counts shared GPUs
-                    checks.view.add_pod(obj, namespace_of(obj, None),
-                                        str(sources.metadata_of(obj).get("name") or "?"))
+                    name = str(sources.metadata_of(obj).get("name") or "?")
+                    if index == 0:  # the cluster report counts shared GPUs
+                        checks.view.add_pod(obj, namespace_of(obj, None), name)
+                    if pools is not None:  # a pool is every pod on its nodes, any shard's
+                        pools.add_pod(obj, namespace_of(obj, None), name, None)
                 continue
             audit_one(obj, kind, context, collector, checks, locate, places)
         progress.advance(kind, len(batch))
@@ -282,14 +406,24 @@ def audit_one(obj: dict[str, Any], kind: str, context: Context, collector: Colle
     namespace = namespace_of(obj, None)
     ref = ObjectRef(kind, str(obj.get("apiVersion", "")), namespace,
                     str(meta.get("name") or "?"), str(meta.get("uid") or ""), locate)
+    status = obj.get("status")
+    phase = status.get("phase") if kind == "Pod" and isinstance(status, dict) else None
+    if kind == "Pod":
+        collector.phases[phase if isinstance(phase, str) and len(phase) < 32 else ""] += 1
     try:
-        decision = review(obj, context, namespace=namespace)
+        # a Pod the API server holds (it has a phase) was admitted long ago: the mutating
+        # webhook can no longer change it, so it is judged as it is (as an UPDATE), never
+        # counted under "would mutate"
+        decision = review(obj, context, namespace=namespace,
+                          operation="UPDATE" if isinstance(phase, str) and phase else "CREATE")
     except Exception as exc:  # one bad object must not end the audit of the cluster
         collector.failed(ref, exc)
         return
     collector.add(ref, decision)
+    if kind == "DaemonSet":
+        checks.daemonset(obj, namespace, ref.name)
     if kind == "Pod":
-        checks.pod(obj, namespace, ref.name, decision.gpu)
+        checks.pod(obj, namespace, ref.name, decision.gpu, judged=bool(decision.policies))
         if decision.gpu and locate is not None and places is not None:
             places[(namespace, ref.name)] = locate(())
 
@@ -307,15 +441,16 @@ def finish(collector: Collector, checks: ClusterChecks, places: Places | None = 
         scheduler = f"scheduler: {p.scheduler}; " if p.scheduler else ""
         place = (places or {}).get((p.namespace, p.name))
         ref = ObjectRef("Pod", "v1", p.namespace, p.name, locate=_at(place))
+        waited = f" for {age(p.waited)}" if p.waited is not None else ""
         collector.write(ref, rule=PENDING, severity="warning", action="warn",
-                        message=f"GPU pod Pending: {scheduler}{reasons}")
+                        message=f"GPU pod Pending{waited}: {scheduler}{reasons}")
     collector.cluster = {
         "sharedGPUs": checks.shared_gpus(),
         "sharedGPUsOverLimit": [
             {"node": o.node, "device": o.device, "pods": o.pods, "maxPodsPerGPU": o.limit,
              "policy": o.policy, "sample": list(o.sample)} for o in over],
-        "hazards": [{"rule": o.rule, "severity": o.severity, "message": o.message}
-                    for o in hazards],
+        "hazards": [{"rule": o.rule, "severity": o.severity, "message": o.message,
+                     **({"node": o.node} if o.node else {})} for o in hazards],
         "pendingGPUPods": {"total": checks.pending_total,
                            "pods": [p.as_dict() for p in checks.pending]},
     }
@@ -374,6 +509,30 @@ def _seconds(text: str) -> float:
     if not 0 < value <= 86400:
         raise argparse.ArgumentTypeError(f"{text!r} is no number of seconds in (0, 86400]")
     return value
+
+
+def _duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+    number, unit = text[:-1], text[-1:]
+    if unit not in units:
+        number, unit = text, "s"
+    try:
+        value = float(number) * units[unit]
+    except ValueError:
+        value = -1.0
+    if not 3600 <= value <= 90 * 86400:
+        raise argparse.ArgumentTypeError(f"{text!r} is no window between 1h and 90d "
+                                         "(e.g. 7d, 36h)")
+    return value
+
+
+def _instant(text: str) -> float:
+    from policies.pools.view import timestamp
+    found = timestamp(text)
+    if found is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is no RFC 3339 time "
+                                         "(e.g. 2026-05-01T12:00:00Z)")
+    return found
 
 
 def _progress_on(mode: str, stream: TextIO) -> bool:

@@ -60,12 +60,28 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         stderr.write(f"gpupolicy explain: {msg}\n")
 
     try:
-        objects, context, scheduler = _load(args, warn)
+        objects, context, scheduler, nodes = _load(args, warn)
     except (ClusterError, sources.SourceError, PolicyLoadError) as exc:
         warn(str(exc))
         return 2
     answers = [answer(obj, context, args.namespace, scheduler.get(id(obj), ""))
                for obj in objects]
+    unfit = [a for a in answers if any(not spec["fits"] for spec in a["podSpecs"])]
+    if unfit and not nodes and getattr(args, "inventory", None):
+        try:  # the nodes of the --inventory file (read again: only for a pod that fits nowhere)
+            nodes = sources.read_cluster_file(args.inventory).nodes
+        except sources.SourceError:
+            nodes = []
+    broken = node_errors(context, nodes) if unfit and nodes else []
+    members = {p.name: p.node_names for p in (
+        *context.inventory.pools, *context.inventory.cordoned)} if context.inventory else {}
+    for a in unfit:
+        # the nodes the pod would take but for what they hold or advertise: not those its
+        # selector or tolerations keep it from
+        wanted = {n for spec in a["podSpecs"] for p in spec["pools"] if not p["fits"]
+                  and (not p["scheduler"] or p["scheduler"].startswith("Insufficient"))
+                  for n in members.get(p["pool"], ())}
+        a["nodeFacts"] = [f for f in broken if f["node"] in wanted]
     if not answers:
         warn(f"{args.target}: no workload with a pod spec and no ResourceClaim found")
         return 2
@@ -86,8 +102,21 @@ def _is_file(target: str) -> bool:
             or not _CLUSTER_REF.match(target))
 
 
+def node_errors(context: Context, nodes: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The node facts that are errors (a node that cannot serve what it claims: GPUs labelled
+    but not advertised, unhealthy devices, a driver below the minimum): part of why a pod
+    fits no node. The audit reports them all; explain shows them beside a pod that fits
+    nowhere."""
+    from policies.cluster import ClusterView
+    from policies.engine import review_cluster
+
+    return [{"rule": f.rule, "node": f.node, "message": f.message}
+            for f in review_cluster(ClusterView(context, nodes), context)
+            if f.severity == "error" and f.rule.startswith("node-")]
+
+
 def _load(args: argparse.Namespace, warn: Any) -> tuple[list[dict[str, Any]], Context,
-                                                        dict[int, str]]:
+                                                        dict[int, str], list[dict[str, Any]]]:
     if _is_file(args.target):
         raw = sys.stdin.buffer.read() if args.target == "-" else sources.read_bytes(args.target)
         stream = yamlpos.read_stream(raw)
@@ -105,21 +134,22 @@ def _load(args: argparse.Namespace, warn: Any) -> tuple[list[dict[str, Any]], Co
         kinds = context.workload_kinds
         objects = [o for o in every if is_claim(o)
                    or kinds.find(o) is not None or unlisted_pod_template(o, kinds)]
-        return objects, context, {}
+        return objects, context, {}, found.nodes
     # a workload in the cluster: only now is the Kubernetes client imported
     from webhook.cluster.listing import LiveSource
 
     live = LiveSource.connect(args.kubeconfig, args.context, 500)
     live.kinds = sources.load_workload_kinds(getattr(args, "workload_kinds", None))
     obj = fetch(live, args.target)
-    context, warnings = sources.build_context(args, live.cluster_objects(warn))
+    found = live.cluster_objects(warn)
+    context, warnings = sources.build_context(args, found)
     for line in warnings:
         warn(line)
     if context.inventory is not None:  # what the nodes hold now: "fits once ... are free"
         from dataclasses import replace
         context = replace(context, inventory=replace(context.inventory,
                                                      occupancy=live.occupancy()))
-    return [obj], context, {id(obj): scheduler_message(obj)}
+    return [obj], context, {id(obj): scheduler_message(obj)}, found.nodes
 
 
 def fetch(live: LiveSource, target: str) -> dict[str, Any]:
@@ -327,6 +357,9 @@ def render(answers: list[dict[str, Any]], *, pools_known: bool) -> str:
                     never = "never fits: " if p.get("now") else ""
                     lines.append(head + never + _said(p["reasons"][0]))
                     lines.extend(f"{' ' * 6}- {_said(r)}" for r in p["reasons"][1:])
+        if a.get("nodeFacts"):
+            lines.append("  nodes that cannot serve what they claim (node facts):")
+            lines.extend(f"    {f['rule']}: {f['message']}" for f in a["nodeFacts"][:20])
         lines.append("")
     if not pools_known:
         lines.append("No inventory: the pools are the GPU catalog's models and amounts are not "

@@ -91,6 +91,8 @@ class Collector:
     passes: bool = False  # record a `pass` result per object and governing policy
     refused_objects: int = 0
     mutated_objects: int = 0
+    # audited Pods by status.phase as the API server names it ("" for a manifest: no status)
+    phases: Counter[str] = field(default_factory=Counter)
     examples: list[dict[str, Any]] = field(default_factory=list)
     offsets: dict[str, array[int]] = field(default_factory=dict)  # where each record starts
     lengths: dict[str, array[int]] = field(default_factory=dict)  # and its bytes
@@ -198,6 +200,7 @@ class Collector:
         return {
             "audited": dict(sorted(self.audited.items())),
             "pods": pods,
+            "podPhases": dict(sorted((p or "none", n) for p, n in self.phases.items())),
             "templates": sum(self.audited.values()) - pods - claims,
             "claims": claims,
             "namespaces": len(self.namespaces),
@@ -248,8 +251,10 @@ def write_sarif(c: Collector, out: TextIO) -> None:
 
 _PR_SEVERITY = {"refuse": "high", "warn": "medium", "audit": "low", "error": "high",
                 "pass": "info"}
-_PR_RESULT = {"refuse": "fail", "warn": "warn", "audit": "warn", "error": "error",
-              "pass": "pass"}
+# "fail": a cluster fact that is an error (a node that cannot serve what it claims, GPUs
+# advertised twice), which the audit writes with that action
+_PR_RESULT = {"refuse": "fail", "fail": "fail", "warn": "warn", "audit": "warn",
+              "error": "error", "pass": "pass"}
 
 
 def _pr_result(record: dict[str, Any], now: int) -> dict[str, Any]:
@@ -375,6 +380,16 @@ def write_policyreport(c: Collector, out: TextIO, fmt: str = "policyreport") -> 
                             allow_unicode=False))
 
 
+def age(seconds: float) -> str:
+    """How long a pod has waited, as kubectl shows an age."""
+    s = int(seconds)
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
+
+
 def write_table(c: Collector, out: TextIO) -> None:
     # names, messages and file names come from the files and the cluster: a terminal must not
     # run the escape sequences (or bidi controls) they may hold
@@ -388,9 +403,12 @@ def write_table(c: Collector, out: TextIO) -> None:
               "counted.\n")
     kinds = ", ".join(count(n, k) for k, n in s["audited"].items()) or "nothing"
     claims = f", {count(s['claims'], 'claim')}" if s["claims"] else ""
+    # pods by phase, named as the API server names them (a manifest has none)
+    phases = ", ".join(f"{n:,} {p if p != 'none' else 'without status'}"
+                       for p, n in s["podPhases"].items())
     write(f"Audited {kinds} in {count(s['namespaces'], 'namespace')} ("
-          f"{count(s['pods'], 'running pod')}, {count(s['templates'], 'template')}{claims}) "
-          f"in {s['seconds']}s.\n")
+          f"{count(s['pods'], 'pod')}{f': {phases}' if phases else ''}, "
+          f"{count(s['templates'], 'template')}{claims}) in {s['seconds']}s.\n")
     if s["skippedOwned"]:
         owned = ", ".join(count(n, k) for k, n in s["skippedOwned"].items())
         write(f"Skipped {owned} owned by a controller whose template is audited.\n")
@@ -411,10 +429,13 @@ def write_table(c: Collector, out: TextIO) -> None:
         write("(no object is governed by any policy)\n")
     over = c.cluster.get("sharedGPUsOverLimit") or []
     pending = c.cluster.get("pendingGPUPods") or {}
-    # the cluster's own findings (pending pods, shared GPUs over their limit) belong to no row
-    # of the table: counted apart, so the WARN column and the warnings agree
-    cluster = len(over) + len(pending.get("pods") or ())
-    warnings = s["findings"]["warning"] - cluster
+    hazards = c.cluster.get("hazards") or []
+    # the cluster's own findings (pending pods, shared GPUs over their limit, node facts and
+    # other hazards) belong to no row of the table: counted apart, so the WARN column and
+    # the warnings agree
+    cluster = len(over) + len(pending.get("pods") or ()) + len(hazards)
+    warnings = s["findings"]["warning"] - cluster + sum(h["severity"] == "error"
+                                                        for h in hazards)
     write(f"\nWould refuse {count(s['refusedObjects'], 'object')}, mutate "
           f"{s['mutatedObjects']:,}; {count(s['findings']['error'], 'error')}, "
           f"{count(warnings, 'warning')}"
@@ -431,10 +452,18 @@ def write_table(c: Collector, out: TextIO) -> None:
                   f"{' ...' if o['pods'] > len(o['sample']) else ''}\n")
         if len(over) > EXAMPLES:
             write(f"  ... and {len(over) - EXAMPLES} more (-o json lists them all)\n")
+    if hazards:
+        write(f"\nNode and cluster facts: {len(hazards)}\n")
+        for h in hazards[:EXAMPLES * 2]:
+            write(f"  {h['severity']:<7} {h['rule']}: {h['message']}\n")
+        if len(hazards) > EXAMPLES * 2:
+            write(f"  ... and {len(hazards) - EXAMPLES * 2} more (-o json lists them all)\n")
     if pending.get("total"):
         write(f"\nGPU pods Pending and unscheduled: {pending['total']}\n")
         for p in pending["pods"][:EXAMPLES]:
-            write(f"  {p['namespace']}/{p['name']}\n")
+            waited = f" (waiting {age(p['waitSeconds'])})" \
+                if p.get("waitSeconds") is not None else ""
+            write(f"  {p['namespace']}/{p['name']}{waited}\n")
             if p["scheduler"]:
                 write(f"    scheduler: {p['scheduler']}\n")
             for line in p["pools"]:

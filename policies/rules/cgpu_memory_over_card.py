@@ -1,0 +1,32 @@
+"""cgpu-memory-over-card: the GPU-memory shares (`aliyun.com/gpu-mem`, GiB) placed on one card
+of a cGPU / gpushare node add up to more than the card has: a shared instance fails to start
+(operator-guide §2, "the sum of GPU-memory shares exceeds the card's memory"). The card's
+memory is the node's `aliyun.com/gpu-mem` over its `aliyun.com/gpu-count` (else GFD's
+`nvidia.com/gpu.memory`). A fact: an error. Cluster scope: `audit`.
+
+FAIL: two pods of `aliyun.com/gpu-mem: 8` on GPU 0 of a T4 node advertising 15 GiB per card
+PASS: one pod of 8 and one of 7 on that card
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from policies.cluster import ClusterFinding, ClusterView
+from policies.context import Context
+
+ID = "cgpu-memory-over-card"
+INTRINSIC = True
+SCOPE = "cluster"
+
+
+def check_cluster(view: ClusterView, context: Context) -> Iterator[ClusterFinding]:
+    cards = {r.name: r.card_memory_gib for r in view.nodes if r.cgpu and r.card_memory_gib}
+    for (node, device), entry in sorted(view.shared.items()):
+        card = cards.get(node)
+        if card and entry.memory_gib > card + 1e-9:
+            yield ClusterFinding(
+                ID, f"GPU {device} of node {node}: {entry.pods} pods hold "
+                f"{entry.memory_gib:g} GiB of GPU memory, the card has {card:g} GiB",
+                "", node, device, entry.pods, int(card), tuple(entry.sample),
+                severity="error")

@@ -1,0 +1,40 @@
+"""node-pool-taint-missing: a node of a tainted (dedicated) GPU pool that lacks taints most of
+the pool has: work without the toleration lands on it, and the pool is no longer dedicated
+("a temporary looser window must not become permanent", operator-guide §1 step 3). A warning.
+Cluster scope: `audit`.
+
+FAIL: node gpu-4 of pool `train` without `nvidia.com/gpu=present:NoSchedule`, which the other
+3 nodes have
+PASS: every node of `train` with that taint
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+from policies.cluster import ClusterFinding, ClusterView
+from policies.context import Context
+from policies.rules._nodes import by_pool
+
+ID = "node-pool-taint-missing"
+INTRINSIC = False
+SCOPE = "cluster"
+EXCLUSIVE = ("NoSchedule", "NoExecute")
+
+
+def check_cluster(view: ClusterView, context: Context) -> Iterator[ClusterFinding]:
+    for pool, records in sorted(by_pool(view.nodes).items()):
+        if len(records) < 2:
+            continue
+        counts = Counter(t for r in records for t in set(r.taints) if t.effect in EXCLUSIVE)
+        usual = [t for t, n in counts.items() if n * 2 > len(records)]
+        for r in records:
+            missing = [t for t in usual if t not in r.taints]
+            if missing and not r.unschedulable:
+                shown = ", ".join(f"{t.key}={t.value}:{t.effect}" if t.value
+                                  else f"{t.key}:{t.effect}" for t in missing)
+                yield ClusterFinding(
+                    ID, f"node {r.name}: lacks {shown}, which {counts[missing[0]]} of the "
+                    f"{len(records)} nodes of pool {pool} have: untolerating work lands on it",
+                    "", node=r.name, pods=counts[missing[0]], limit=len(records))
