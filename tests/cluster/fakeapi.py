@@ -186,6 +186,8 @@ class FakeAPIServer(_Writes):
         self.bookmark_interval = bookmark_interval
         self.requests: list[str] = []  # "GET path?query", for assertions
         self.discovery: bytes | None = None  # the body of `GET /apis` instead of the real one
+        self.page_delay = 0.0  # seconds every list page takes, as a loaded API server's
+        self.pages_served = 0  # list pages answered (benches: the server's share of the time)
         self._faults: list[Fault] = []
         self._watch_sockets: set[socket.socket] = set()
         self._httpd: ThreadingHTTPServer | None = None
@@ -562,6 +564,9 @@ class _Handler(BaseHTTPRequestHandler):
         token = query.get("continue")
         selector = query.get("labelSelector") or ""
         page = json.loads(base64.b64decode(token)).get("page", 2) if token else 1
+        if self.api.page_delay:
+            time.sleep(self.api.page_delay)
+        self.api.pages_served += 1
         fault = self.api._page_fault(urlsplit(self.path).path, page)
         if fault is not None:
             time.sleep(fault[1])
