@@ -106,5 +106,5 @@ def test_a_burst_of_connections_lands_on_every_worker(server: Server, count: int
             for conn in conns:
                 conn.close()
             # the workers count a connection until they close it: the next burst starts even
-            wait_for(lambda: not _holder(server.proc.pid, ports, server.port), 10,
+            wait_for(lambda held=ports: not _holder(server.proc.pid, held, server.port), 10,
                      "the workers closed the burst's connections")

@@ -35,6 +35,8 @@ from webhook.output.findings import ENGINE_ERROR, MUTATION, UNRESOLVED
 from webhook.output.findings import Finding as ReportFinding
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from webhook.output import kustomize
 
 STDIN = "-"
@@ -128,6 +130,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     except (UsageError, sources.SourceError) as exc:
         stderr.write(f"gpupolicy lint: {exc}\n")
         return 2
+    # helm and kustomize run (their own processes, on other cores) while the files are read
+    renders = start_renders(collected.targets, args)
     loaded: list[tuple[str, bytes]] = []
     unreadable = False
     for name, raw in collected.inputs:
@@ -137,9 +141,9 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             stderr.write(f"gpupolicy lint: {exc}\n")
             unreadable = True
     rendered: list[tuple[Target, bytes, Path | None]] = []
-    for target in collected.targets:
+    for target, running in renders:
         try:
-            rendered.append((target, *render_target(target, args)))
+            rendered.append((target, *running.result()))
         except RenderError as exc:  # one line per chart or overlay, never its raw templates
             stderr.write(f"gpupolicy lint: {target.path}: {exc}\n")
             unreadable = True
@@ -210,6 +214,23 @@ def heap_frozen() -> Iterator[None]:
             gc.unfreeze()
 
 
+RENDERS_AT_ONCE = 4
+
+
+def start_renders(targets: list[Target], args: argparse.Namespace
+                  ) -> list[tuple[Target, Future[tuple[bytes, Path | None]]]]:
+    """Every chart and overlay rendered in the background (RENDERS_AT_ONCE tools at a time),
+    in order. Most of their time is the tools' own, in other processes."""
+    if not targets:
+        return []
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(min(RENDERS_AT_ONCE, len(targets)), "render")
+    started = [(t, pool.submit(render_target, t, args)) for t in targets]
+    pool.shutdown(wait=False)  # the queued ones still run; the caller waits for each
+    return started
+
+
 def render_target(target: Target, args: argparse.Namespace) -> tuple[bytes, Path | None]:
     """The chart's or overlay's YAML, and the folder kustomize's origin paths are relative to."""
     from webhook.inputs import render
@@ -275,6 +296,7 @@ def collect(paths: Sequence[str], *, stdin_name: str, exclude: Sequence[str] = (
     seen: set[Path] = set()  # charts and overlays rendered once
     files: set[tuple[int, int] | str] = set()  # a file named twice (or in a named folder)
     found_in: dict[str, Target | None] = {}  # folder named -> the chart or overlay it is in
+    folders: dict[str, Target | None] = {}  # discover.enclosing's: every folder looked at
 
     def add(name: str, st: os.stat_result | None = None) -> None:
         # One stat a file, where resolving its path would lstat every folder above it: the
@@ -294,7 +316,7 @@ def collect(paths: Sequence[str], *, stdin_name: str, exclude: Sequence[str] = (
                 out.inputs.append((stdin_name, sys.stdin.buffer.read()))
             continue
         if render:
-            inside, is_file = _enclosing(path, found_in)
+            inside, is_file = _enclosing(path, found_in, folders)
             if inside is not None and (is_file or inside.path.resolve() != Path(path).resolve()):
                 if (folder := inside.path.resolve()) not in seen:  # render it whole
                     seen.add(folder)
@@ -321,12 +343,12 @@ def collect(paths: Sequence[str], *, stdin_name: str, exclude: Sequence[str] = (
     return out
 
 
-def _enclosing(path: str, known: dict[str, Target | None]) -> tuple[Target | None, bool]:
-    """The chart or overlay a path named lies in (discover.enclosing), and whether it is a
-    file. Files named in one folder lie in the same one: pre-commit names every changed
-    file, and looking up from each cost 0.2 ms (a stat of every name a chart or overlay
-    may have, in every folder up to the repository's root), so it is asked once a folder
-    (`known`). A link or a folder is asked for itself."""
+def _enclosing(path: str, known: dict[str, Target | None], folders: dict[str, Target | None]
+               ) -> tuple[Target | None, bool]:
+    """The chart or overlay a path named lies in (discover.enclosing, which looks at each
+    folder once: `folders`), and whether it is a file. Files named in one folder lie in the
+    same one: pre-commit names every changed file, so it is asked once a folder (`known`). A
+    link or a folder is asked for itself."""
     try:
         st = os.lstat(path)
     except (OSError, ValueError):
@@ -334,10 +356,10 @@ def _enclosing(path: str, known: dict[str, Target | None]) -> tuple[Target | Non
     if st is not None and S_ISREG(st.st_mode):
         folder = os.path.dirname(path)
         if folder not in known:
-            known[folder] = discover.enclosing(Path(path))
+            known[folder] = discover.enclosing(Path(path), known=folders)
         return known[folder], True
     p = Path(path)
-    return (discover.enclosing(p) if p.exists() else None), p.is_file()
+    return (discover.enclosing(p, known=folders) if p.exists() else None), p.is_file()
 
 
 def _stat(path: str) -> os.stat_result | None:

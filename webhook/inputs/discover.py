@@ -236,27 +236,56 @@ def walk(root: Path, *, exclude: Sequence[str] = (), render: bool = True) -> Fou
     return found
 
 
-def enclosing(path: Path, depth: int = 20) -> Target | None:
+def enclosing(path: Path, depth: int = 20,
+              known: dict[str, Target | None] | None = None) -> Target | None:
     """The chart or overlay a path given on the command line lies in (a template or a patch
     named alone, as pre-commit names changed files): it is rendered whole instead. The search
-    stops at the repository's root (a folder holding `.git`)."""
+    stops at the repository's root (a folder holding `.git`).
+
+    `known` (kept by the caller across calls): what each folder was found to lie in, so the
+    folders above many files are looked at once (a lint names hundreds of folders of one
+    repository: looking up from each stat'ed the same few folders hundreds of times)."""
     try:
-        here = path.resolve()
-    except (OSError, RuntimeError):
+        start = os.path.realpath(path)
+    except (OSError, ValueError):
         return None
-    start = here
+    known = {} if known is None else known
+    here = start if os.path.isdir(start) else os.path.dirname(start)
+    passed: list[str] = []
+    found: Target | None = None
     for _ in range(depth):
-        if here.is_dir():
-            if (here / CHART_FILE).is_file():
-                return Target("helm", _as_given(path, start, here))
-            if kustomization_file(here) is not None and not _is_component(here):
-                return Target("kustomize", _as_given(path, start, here))
-            if (here / ".git").exists():
-                return None
-        if here.parent == here:
-            return None
-        here = here.parent
-    return None
+        if here in known:
+            found = known[here]
+            break
+        passed.append(here)
+        found, stop = _folder(here)
+        if found is not None or stop:
+            break
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    for folder in passed:
+        known[folder] = found
+    if found is None:
+        return None
+    return Target(found.kind, _as_given(path, Path(start), found.path))
+
+
+def _folder(folder: str) -> tuple[Target | None, bool]:
+    """(the chart or overlay `folder` is, if it is one; whether the search stops here: the
+    repository's root). One listing of the folder, not a stat of every name it may hold."""
+    try:
+        names = set(os.listdir(folder))
+    except OSError:
+        return None, False
+    here = Path(folder)
+    if CHART_FILE in names and (here / CHART_FILE).is_file():
+        return Target("helm", here), False
+    if not names.isdisjoint(KUSTOMIZATION_FILES) and kustomization_file(here) is not None \
+            and not _is_component(here):
+        return Target("kustomize", here), False
+    return None, ".git" in names
 
 
 def _as_given(path: Path, resolved: Path, folder: Path) -> Path:
