@@ -188,6 +188,7 @@ class FakeAPIServer(_Writes):
         self.discovery: bytes | None = None  # the body of `GET /apis` instead of the real one
         self.page_delay = 0.0  # seconds every list page takes, as a loaded API server's
         self.pages_served = 0  # list pages answered (benches: the server's share of the time)
+        self.pages_seconds = 0.0  # the time spent answering them, page delays included
         self._faults: list[Fault] = []
         self._watch_sockets: set[socket.socket] = set()
         self._httpd: ThreadingHTTPServer | None = None
@@ -462,7 +463,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif query.get("watch") in ("true", "True", "1"):
             self._watch(res, namespace, query)
         else:
+            began = time.monotonic()
             self._list(res, namespace, query)
+            self.api.pages_seconds += time.monotonic() - began
 
     def do_PATCH(self) -> None:
         url = urlsplit(self.path)
