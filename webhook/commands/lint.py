@@ -296,7 +296,7 @@ def collect(paths: Sequence[str], *, stdin_name: str, exclude: Sequence[str] = (
     seen: set[Path] = set()  # charts and overlays rendered once
     files: set[tuple[int, int] | str] = set()  # a file named twice (or in a named folder)
     found_in: dict[str, Target | None] = {}  # folder named -> the chart or overlay it is in
-    folders: dict[str, Target | None] = {}  # discover.enclosing's: every folder looked at
+    folders = discover.Lookups()  # discover.enclosing's: every folder looked at
 
     def add(name: str, st: os.stat_result | None = None) -> None:
         # One stat a file, where resolving its path would lstat every folder above it: the
@@ -343,7 +343,7 @@ def collect(paths: Sequence[str], *, stdin_name: str, exclude: Sequence[str] = (
     return out
 
 
-def _enclosing(path: str, known: dict[str, Target | None], folders: dict[str, Target | None]
+def _enclosing(path: str, known: dict[str, Target | None], folders: discover.Lookups
                ) -> tuple[Target | None, bool]:
     """The chart or overlay a path named lies in (discover.enclosing, which looks at each
     folder once: `folders`), and whether it is a file. Files named in one folder lie in the

@@ -236,26 +236,55 @@ def walk(root: Path, *, exclude: Sequence[str] = (), render: bool = True) -> Fou
     return found
 
 
-def enclosing(path: Path, depth: int = 20,
-              known: dict[str, Target | None] | None = None) -> Target | None:
+class Lookups:
+    """What enclosing() found, kept across its calls: each folder's real path and the chart
+    or overlay it lies in. A lint names hundreds of folders of one repository; looking up
+    from each stat'ed the same folders above them hundreds of times, and resolving each path
+    (os.path.realpath, an lstat of every part) cost more than the rest of the search."""
+
+    def __init__(self) -> None:
+        self.real: dict[str, str] = {}
+        self.inside: dict[str, Target | None] = {}
+
+    def realpath(self, folder: str) -> str:
+        """os.path.realpath of an absolute, normalized folder: its parent's, plus its name
+        unless it is a link (one lstat a folder, each folder once)."""
+        found = self.real.get(folder)
+        if found is not None:
+            return found
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            found = folder
+        elif os.path.islink(folder):
+            found = os.path.realpath(folder)
+        else:
+            found = os.path.join(self.realpath(parent), os.path.basename(folder))
+        self.real[folder] = found
+        return found
+
+
+def enclosing(path: Path, depth: int = 20, known: Lookups | None = None) -> Target | None:
     """The chart or overlay a path given on the command line lies in (a template or a patch
     named alone, as pre-commit names changed files): it is rendered whole instead. The search
-    stops at the repository's root (a folder holding `.git`).
-
-    `known` (kept by the caller across calls): what each folder was found to lie in, so the
-    folders above many files are looked at once (a lint names hundreds of folders of one
-    repository: looking up from each stat'ed the same few folders hundreds of times)."""
+    stops at the repository's root (a folder holding `.git`). `known`: what earlier calls
+    found (Lookups), kept by a caller that asks for many paths."""
+    known = Lookups() if known is None else known
     try:
-        start = os.path.realpath(path)
+        given = os.path.abspath(path)
+        if os.path.islink(given):  # a link to a file may point into another chart
+            given = os.path.realpath(given)
+        if os.path.isdir(given):
+            start = here = known.realpath(given)
+        else:
+            here = known.realpath(os.path.dirname(given))
+            start = os.path.join(here, os.path.basename(given))
     except (OSError, ValueError):
         return None
-    known = {} if known is None else known
-    here = start if os.path.isdir(start) else os.path.dirname(start)
     passed: list[str] = []
     found: Target | None = None
     for _ in range(depth):
-        if here in known:
-            found = known[here]
+        if here in known.inside:
+            found = known.inside[here]
             break
         passed.append(here)
         found, stop = _folder(here)
@@ -266,7 +295,7 @@ def enclosing(path: Path, depth: int = 20,
             break
         here = parent
     for folder in passed:
-        known[folder] = found
+        known.inside[folder] = found
     if found is None:
         return None
     return Target(found.kind, _as_given(path, Path(start), found.path))
@@ -279,12 +308,11 @@ def _folder(folder: str) -> tuple[Target | None, bool]:
         names = set(os.listdir(folder))
     except OSError:
         return None, False
-    here = Path(folder)
-    if CHART_FILE in names and (here / CHART_FILE).is_file():
-        return Target("helm", here), False
-    if not names.isdisjoint(KUSTOMIZATION_FILES) and kustomization_file(here) is not None \
-            and not _is_component(here):
-        return Target("kustomize", here), False
+    if CHART_FILE in names and os.path.isfile(os.path.join(folder, CHART_FILE)):
+        return Target("helm", Path(folder)), False
+    if not names.isdisjoint(KUSTOMIZATION_FILES) and kustomization_file(Path(folder)) \
+            and not _is_component(Path(folder)):
+        return Target("kustomize", Path(folder)), False
     return None, ".git" in names
 
 
