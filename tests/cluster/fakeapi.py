@@ -185,6 +185,7 @@ class FakeAPIServer(_Writes):
         self._failures: list[tuple[int, str | None]] = []  # (status, only for this path)
         self.bookmark_interval = bookmark_interval
         self.requests: list[str] = []  # "GET path?query", for assertions
+        self.authorizations: list[str] = []  # the Authorization header of each GET
         self.discovery: bytes | None = None  # the body of `GET /apis` instead of the real one
         self.page_delay = 0.0  # seconds every list page takes, as a loaded API server's
         self.pages_served = 0  # list pages answered (benches: the server's share of the time)
@@ -430,6 +431,7 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         self.api.requests.append(f"GET {self.path}")
+        self.api.authorizations.append(self.headers.get("Authorization") or "")
         fault = self.api._fault(url.path, url.query,
                                 query.get("watch") in ("true", "True", "1"))
         if fault is not None and fault.silent:

@@ -4,6 +4,7 @@ fake API server; requests counted as the server received them."""
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from tests.cluster.fakeapi import FakeAPIServer
-from webhook.cluster.client import list_all
+from webhook.cluster.client import api_client, list_all
 from webhook.cluster.kube import Lister
 
 PODS = 21  # 11 pages of 2
@@ -64,3 +65,27 @@ def test_an_expired_token_ahead_restarts_the_list_without_repeats(
         seen += [p["metadata"]["name"] for p in page.items]
         api_server.compact()
     assert seen == [f"p{i:02}" for i in range(PODS)]
+
+
+def test_lists_by_path_carry_an_exec_plugins_token(api_server: FakeAPIServer,
+                                                   tmp_path: Any) -> None:
+    """The audit lists by path through the client's ApiClient: the credentials kubeconfig
+    gives (here an exec credential plugin, as EKS and GKE use) still reach the server."""
+    plugin = tmp_path / "token-plugin.py"
+    plugin.write_text(
+        "import json\nprint(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1',"
+        " 'kind': 'ExecCredential', 'status': {'token': 'from-the-plugin'}}))\n")
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
+        f"clusters:\n- name: fake\n  cluster: {{server: '{api_server.url}'}}\n"
+        "users:\n- name: fake\n  user:\n    exec:\n"
+        "      apiVersion: client.authentication.k8s.io/v1\n"
+        f"      command: {sys.executable}\n      args: ['{plugin}']\n"
+        "      interactiveMode: Never\n"
+        "contexts:\n- name: fake\n  context: {cluster: fake, user: fake}\n")
+    _pods(api_server)
+    pages = list(list_all(Lister(api_client(str(config)), "/api/v1/pods"), limit=10,
+                          ahead=True))
+    assert sum(len(p.items) for p in pages) == PODS
+    assert set(api_server.authorizations) == {"Bearer from-the-plugin"}
