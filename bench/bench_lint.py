@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,15 +93,23 @@ def measure(name: str, argv: list[str], runs: int, env: dict[str, str] | None = 
     return together([(name, argv, env, cwd)], runs)[0]
 
 
-def together(specs: list[tuple[str, list[str], dict[str, str] | None, Path]], runs: int
-             ) -> list[Measure]:
-    """Each of `specs` (name, argv, env, cwd) measured `runs` times, taking turns: a ratio
-    between two of them is not moved by the shared host getting busier between their runs."""
+Spec = tuple[str, "list[str] | Callable[[], object]", "dict[str, str] | None", Path]
+
+
+def together(specs: list[Spec], runs: int) -> list[Measure]:
+    """Each of `specs` (name, argv or a function run in this process, env, cwd) measured
+    `runs` times, taking turns: a ratio between two of them is not moved by the shared host
+    getting busier between their runs."""
     times: list[list[float]] = [[] for _ in specs]
     peaks: list[list[float]] = [[] for _ in specs]
     for _ in range(runs):
         for i, (_, argv, env, cwd) in enumerate(specs):
             start = time.perf_counter()
+            if callable(argv):
+                argv()
+                times[i].append(time.perf_counter() - start + _launcher_seconds())
+                peaks[i].append(0.0)
+                continue
             done = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, *argv], cwd=cwd,
                                   env=env, capture_output=True, text=True, check=False)
             times[i].append(time.perf_counter() - start)
@@ -121,30 +130,28 @@ def _launcher_seconds() -> float:
     return statistics.median(times)
 
 
-def tools_seconds(file_args: list[str]) -> tuple[float, str]:
-    """The median time of each helm or kustomize run the default path makes for these files
-    (each chart or overlay rendered alone, failures included), summed; and what they are."""
+def tool_runs(file_args: list[str]) -> tuple[Callable[[], object], str]:
+    """A function that runs the helm and kustomize processes the default path makes for these
+    files, one after the other (failures included: a failing overlay is still a process the
+    lint waits for); and what they are."""
     sys.path.insert(0, str(ROOT))
     from webhook.commands import lint
     from webhook.inputs import render
 
     targets = lint.collect(file_args, stdin_name="-").targets
-    total = 0.0
-    for target in targets:
-        times = []
-        for _ in range(5):
-            start = time.perf_counter()
+
+    def run_them() -> None:
+        for target in targets:
             try:
                 if target.kind == "helm":
                     render.helm(target.path)
                 else:
                     render.kustomize(target.path)
             except render.RenderError:
-                pass  # a failing overlay is still a process the lint waits for
-            times.append(time.perf_counter() - start)
-        total += statistics.median(times)
+                pass
+
     kinds = [t.kind for t in targets]
-    return total, ", ".join(f"{kinds.count(k)} {k}" for k in sorted(set(kinds))) or "none"
+    return run_them, ", ".join(f"{kinds.count(k)} {k}" for k in sorted(set(kinds))) or "none"
 
 
 def corpus_files() -> list[Path]:
@@ -221,11 +228,12 @@ def run(files: list[Path], tmp: Path) -> int:
     file_args = [str(f.resolve()) for f in files]
     corpus = [*LINT, "--no-render", "-o", "json", *file_args]
     # each beside the baseline it is compared with, taking turns with it
-    ours, load_floor, rendered = together([
+    run_tools, tool_names = tool_runs(file_args)
+    ours, load_floor, rendered, tools = together([
         ("gpupolicy lint (corpus)", corpus, env, ROOT),
         ("floor: CSafeLoader load (corpus)", [*LOAD_FLOOR, *file_args], env, ROOT),
-        ("  charts and overlays rendered", [*LINT, "-o", "json", *file_args], env, ROOT)], 7)
-    tools, tool_runs = tools_seconds(file_args)
+        ("  charts and overlays rendered", [*LINT, "-o", "json", *file_args], env, ROOT),
+        (f"  its tools alone ({tool_names})", run_tools, None, ROOT)], 7)
     # What DRA costs: a claim's selectors are compiled by CEL (cel-cpp), loaded only then.
     plain = [f for f, p in zip(file_args, files, strict=True)
              if b"resource.k8s.io" not in p.read_bytes()]
@@ -242,7 +250,7 @@ def run(files: list[Path], tmp: Path) -> int:
         old = [measure(f"{LAST_RELEASE} lint (corpus)", old_corpus, 5, release_env, release),
                measure(f"{LAST_RELEASE} lint (one small file)", [*LINT, str(SMALL.resolve())],
                        10, release_env, release)]
-    rows = [ours, rendered, no_dra]
+    rows = [ours, rendered, tools, no_dra]
     venv, why = tools_venv()
     if venv is not None:
         tool_env = {**os.environ, "CHECKOV_RUN_SCA_PACKAGE_SCAN_V2": "false",
@@ -276,9 +284,9 @@ def run(files: list[Path], tmp: Path) -> int:
          small.seconds <= SMALL_MODEL_RATIO * model_floor.seconds,
          f"{small.seconds / model_floor.seconds:.2f}x ({model_floor.seconds:.3f} s)"),
         ("rendering costs no more than the tools it runs",
-         rendered.seconds - ours.seconds <= tools,
+         rendered.seconds - ours.seconds <= tools.seconds,
          f"{(rendered.seconds - ours.seconds) * 1000:+.0f} ms over --no-render, the tools "
-         f"{tools * 1000:.0f} ms ({tool_runs})"),
+         f"{tools.seconds * 1000:.0f} ms ({tool_names}, one after the other)"),
         (f"one small file <= {FLOOR_RATIO}x the import floor",
          small.seconds <= FLOOR_RATIO * import_floor.seconds,
          f"{small.seconds / import_floor.seconds:.2f}x ({import_floor.seconds:.3f} s; "
