@@ -428,3 +428,24 @@ def test_an_overlay_whose_resources_are_missing_is_one_error_however_it_is_named
         assert not any(f["file"].startswith("deploy/") for f in report["findings"])
         # the overlay, never rendered, is no file linted; pod.yaml is one
         assert report["summary"]["files"] == (0 if named == ["deploy/gpu"] else 1)
+
+
+def test_a_namespace_an_overlay_renders_counts_for_the_plain_files_too(tmp_path: Path) -> None:
+    """The files are linted while the tools run, with what the files say of the cluster; an
+    overlay whose output adds to that (here the labels of a Namespace a policy selects by)
+    has them linted again with it."""
+    overlay = tmp_path / "namespaces"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text("resources:\n- ml.yaml\n")
+    (overlay / "ml.yaml").write_text(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ml\n"
+        "  labels: {gpu-tier: audit}\n")
+    (tmp_path / "pod.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  namespace: ml\nspec:\n"
+        "  containers:\n  - name: c\n    image: i\n    resources:\n      limits:\n"
+        "        nvidia.com/gpu: 4\n")
+    policies = ROOT / "tests" / "lint" / "fixtures" / "policies" / "teams.yaml"
+    run = gpupolicy("lint", "--policies", str(policies), "-o", "json", ".", cwd=tmp_path)
+    assert run.code == 0, run.err
+    found = {(f["file"], f["rule"]) for f in json.loads(run.out)["findings"]}
+    assert ("pod.yaml", "gpu-max-per-container") in found  # the `audited` policy, by label

@@ -140,6 +140,17 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         except sources.SourceError as exc:  # the other files are still linted
             stderr.write(f"gpupolicy lint: {exc}\n")
             unreadable = True
+    # While the tools run, the files are linted with the context the files give: kept when
+    # the tools' output adds nothing to it (no Namespace, policy, node… among it), as is
+    # usual; else linted again once it is in.
+    early: tuple[Any, Result, list[str]] | None = None
+    if renders:
+        try:
+            context = sources.build_context(args, documents_among(loaded, args.namespace))[0]
+        except (sources.SourceError, PolicyLoadError):
+            pass  # said below, with the whole input
+        else:
+            early = (context, *lint_files(loaded, context, collected.notes, args))
     rendered: list[tuple[Target, bytes, Path | None]] = []
     for target, running in renders:
         try:
@@ -147,31 +158,19 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         except RenderError as exc:  # one line per chart or overlay, never its raw templates
             stderr.write(f"gpupolicy lint: {target.path}: {exc}\n")
             unreadable = True
-    try:
-        context, _ = sources.build_context(args, documents_among(
-            [*loaded, *((str(t.path), raw) for t, raw, _ in rendered)], args.namespace))
-    except (sources.SourceError, PolicyLoadError) as exc:
-        stderr.write(f"gpupolicy lint: {exc}\n")
-        return 2
-    result = Result(notes=list(collected.notes))
-    with heap_frozen():  # what lives on (imports, context) is not walked again
-        for name, raw in loaded:
-            # one document at a time: a stream of 100k documents is linted in constant memory
-            start = len(result.findings)
-            lint_stream(name, yamlpos.iter_stream(raw), context, result, namespace=args.namespace,
-                        show_mutations=args.show_mutations and not args.fix,
-                        skip_non_manifest=name != args.stdin_filename)
-            placed = helm.rendered(raw)
-            if placed:  # Helm output: point at the chart's template files
-                result.findings[start:] = helm.place_all(result.findings[start:], placed)
-                # the files checked are the templates (JUnit: no empty suite for the stream)
-                found = [p for p in placed.paths if p is not None]
-                if found:
-                    result.files[-1:] = list(dict.fromkeys(found))
-                for chart in sorted(placed.missing):
-                    stderr.write(f"gpupolicy lint: {name}: helm chart {chart!r} not found "
-                                 f"under {Path.cwd()}: its findings stay at the rendered lines "
-                                 "(lint from the folder that holds the chart)\n")
+    if early is not None and not any(_may_hold_context(raw) for _, raw, _ in rendered):
+        context, result, said = early
+    else:
+        try:
+            context, _ = sources.build_context(args, documents_among(
+                [*loaded, *((str(t.path), raw) for t, raw, _ in rendered)], args.namespace))
+        except (sources.SourceError, PolicyLoadError) as exc:
+            stderr.write(f"gpupolicy lint: {exc}\n")
+            return 2
+        result, said = lint_files(loaded, context, collected.notes, args)
+    for line in said:
+        stderr.write(line)
+    with heap_frozen():
         for target, raw, relative_to in rendered:
             lint_rendered(target, raw, relative_to, context, result, args)
     if args.verbose:
@@ -188,6 +187,37 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                          "the mutations back (see them with --show-mutations)\n")
     status = emit(args, result, stdout, stderr)
     return 2 if unreadable or not_fixed else status
+
+
+def lint_files(loaded: list[tuple[str, bytes]], context: Any, notes: list[str],
+               args: argparse.Namespace) -> tuple[Result, list[str]]:
+    """The files' findings (a new Result, with `notes`), and what to say on stderr."""
+    result = Result(notes=list(notes))
+    said: list[str] = []
+    with heap_frozen():  # what lives on (imports, context) is not walked again
+        for name, raw in loaded:
+            # one document at a time: a stream of 100k documents is linted in constant memory
+            start = len(result.findings)
+            lint_stream(name, yamlpos.iter_stream(raw), context, result, namespace=args.namespace,
+                        show_mutations=args.show_mutations and not args.fix,
+                        skip_non_manifest=name != args.stdin_filename)
+            placed = helm.rendered(raw)
+            if placed:  # Helm output: point at the chart's template files
+                result.findings[start:] = helm.place_all(result.findings[start:], placed)
+                # the files checked are the templates (JUnit: no empty suite for the stream)
+                found = [p for p in placed.paths if p is not None]
+                if found:
+                    result.files[-1:] = list(dict.fromkeys(found))
+                for chart in sorted(placed.missing):
+                    said.append(f"gpupolicy lint: {name}: helm chart {chart!r} not found "
+                                f"under {Path.cwd()}: its findings stay at the rendered lines "
+                                "(lint from the folder that holds the chart)\n")
+    return result, said
+
+
+def _may_hold_context(raw: bytes) -> bool:
+    """Whether documents_among could find a cluster-describing object in `raw`."""
+    return any(m in raw for m in _CONTEXT_MARKS) and bool(_CONTEXT_WORD.search(raw))
 
 
 @contextlib.contextmanager
