@@ -66,7 +66,7 @@ def test_dra_objects_are_read_and_never_written(role: str, resource: str,
 def _audit_reads(objects: tuple[dict[str, Any], ...], tmp: Path) -> set[tuple[str, str]]:
     """(group, resource) of every list `gpupolicy audit` makes (webhook/cluster/listing.py),
     given the kind table the chart renders for the server (the audit lists every kind of it)."""
-    reads = {KIND_RESOURCES[f"{api.rpartition('/')[0]}/{kind}"] for kind, api, _, _ in BUILT_IN}
+    reads = {KIND_RESOURCES[f"{api.rpartition('/')[0]}/{kind}"] for kind, api, _ in BUILT_IN}
     reads |= {(group, plural) for _, group, _, plural in CUSTOM}
     [config] = [o for o in objects if o["kind"] == "ConfigMap"
                 and o["metadata"]["name"].endswith("-workload-kinds")]

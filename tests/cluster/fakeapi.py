@@ -185,7 +185,11 @@ class FakeAPIServer(_Writes):
         self._failures: list[tuple[int, str | None]] = []  # (status, only for this path)
         self.bookmark_interval = bookmark_interval
         self.requests: list[str] = []  # "GET path?query", for assertions
+        self.authorizations: list[str] = []  # the Authorization header of each GET
         self.discovery: bytes | None = None  # the body of `GET /apis` instead of the real one
+        self.page_delay = 0.0  # seconds every list page takes, as a loaded API server's
+        self.pages_served = 0  # list pages answered (benches: the server's share of the time)
+        self.pages_seconds = 0.0  # the time spent answering them, page delays included
         self._faults: list[Fault] = []
         self._watch_sockets: set[socket.socket] = set()
         self._httpd: ThreadingHTTPServer | None = None
@@ -427,6 +431,7 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         self.api.requests.append(f"GET {self.path}")
+        self.api.authorizations.append(self.headers.get("Authorization") or "")
         fault = self.api._fault(url.path, url.query,
                                 query.get("watch") in ("true", "True", "1"))
         if fault is not None and fault.silent:
@@ -460,7 +465,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif query.get("watch") in ("true", "True", "1"):
             self._watch(res, namespace, query)
         else:
+            began = time.monotonic()
             self._list(res, namespace, query)
+            self.api.pages_seconds += time.monotonic() - began
 
     def do_PATCH(self) -> None:
         url = urlsplit(self.path)
@@ -562,6 +569,9 @@ class _Handler(BaseHTTPRequestHandler):
         token = query.get("continue")
         selector = query.get("labelSelector") or ""
         page = json.loads(base64.b64decode(token)).get("page", 2) if token else 1
+        if self.api.page_delay:
+            time.sleep(self.api.page_delay)
+        self.api.pages_served += 1
         fault = self.api._page_fault(urlsplit(self.path).path, page)
         if fault is not None:
             time.sleep(fault[1])

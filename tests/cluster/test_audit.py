@@ -26,7 +26,7 @@ NODES = DATA / "nodes.yaml"
 # the version a cluster serves each kind under (old manifests say extensions/v1beta1 & co.)
 FIRST_VERSION = {
     **{(group, kind): f"{group}/{versions[0]}" for kind, group, versions, _ in CUSTOM},
-    **{(group, kind): api_version for kind, api_version, _, _ in BUILT_IN
+    **{(group, kind): api_version for kind, api_version, _ in BUILT_IN
        for group in ("apps", "extensions", "batch")},
 }
 

@@ -237,7 +237,8 @@ def test_files_named_one_by_one_look_for_their_chart_once_a_folder(
     (tmp_path / "loose" / "link.yaml").symlink_to(tmp_path / "chart" / "templates" / "a.yaml")
     asked: list[Path] = []
     real = lint.discover.enclosing
-    monkeypatch.setattr(lint.discover, "enclosing", lambda p: asked.append(p) or real(p))
+    monkeypatch.setattr(lint.discover, "enclosing",
+                        lambda p, **kw: asked.append(p) or real(p, **kw))
     monkeypatch.chdir(tmp_path)
     got = lint.collect(["chart/templates/a.yaml", "chart/templates/b.yaml", "loose/c.yaml",
                         "loose/d.yaml", "loose/link.yaml"], stdin_name="-")

@@ -400,3 +400,52 @@ def test_a_gpupolicyignore_in_a_subfolder_applies_under_it(tmp_path: Path) -> No
     run = gpupolicy("lint", "--policies", str(POLICY), "-o", "json", ".", cwd=tmp_path)
     files = {f["file"] for f in json.loads(run.out)["findings"]}
     assert "repo/manifests/dra-pod.yaml" in files and "repo/manifests/train.yaml" not in files
+
+
+def test_an_overlay_whose_resources_are_missing_is_one_error_however_it_is_named(
+        tmp_path: Path) -> None:
+    """A partial checkout: kustomize says the resource is missing, once for the overlay,
+    whether the overlay is named, its files one by one (pre-commit), or a folder above it;
+    its files are never read raw, and the rest is linted."""
+    overlay = tmp_path / "deploy" / "gpu"
+    (overlay / "patches").mkdir(parents=True)
+    (overlay / "kustomization.yaml").write_text(
+        "resources:\n- missing-deployment.yaml\npatches:\n- path: patches/gpus.yaml\n")
+    (overlay / "patches" / "gpus.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: x\n")
+    (tmp_path / "pod.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n"
+        "  - name: c\n    image: i\n    resources:\n      limits:\n"
+        "        nvidia.com/gpu: 99\n")
+    for named in (["deploy/gpu"], ["deploy/gpu/kustomization.yaml",
+                                   "deploy/gpu/patches/gpus.yaml", "pod.yaml"], ["."]):
+        run = gpupolicy("lint", "-o", "json", *named, cwd=tmp_path)
+        assert run.code == 2, run.err
+        (line,) = run.err.splitlines()
+        assert line.startswith("gpupolicy lint: deploy/gpu: kustomize build failed (exit 1): ")
+        assert "missing-deployment.yaml" in line
+        report = json.loads(run.out)
+        assert not any(f["file"].startswith("deploy/") for f in report["findings"])
+        # the overlay, never rendered, is no file linted; pod.yaml is one
+        assert report["summary"]["files"] == (0 if named == ["deploy/gpu"] else 1)
+
+
+def test_a_namespace_an_overlay_renders_counts_for_the_plain_files_too(tmp_path: Path) -> None:
+    """The files are linted while the tools run, with what the files say of the cluster; an
+    overlay whose output adds to that (here the labels of a Namespace a policy selects by)
+    has them linted again with it."""
+    overlay = tmp_path / "namespaces"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text("resources:\n- ml.yaml\n")
+    (overlay / "ml.yaml").write_text(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ml\n"
+        "  labels: {gpu-tier: audit}\n")
+    (tmp_path / "pod.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  namespace: ml\nspec:\n"
+        "  containers:\n  - name: c\n    image: i\n    resources:\n      limits:\n"
+        "        nvidia.com/gpu: 4\n")
+    policies = ROOT / "tests" / "lint" / "fixtures" / "policies" / "teams.yaml"
+    run = gpupolicy("lint", "--policies", str(policies), "-o", "json", ".", cwd=tmp_path)
+    assert run.code == 0, run.err
+    found = {(f["file"], f["rule"]) for f in json.loads(run.out)["findings"]}
+    assert ("pod.yaml", "gpu-max-per-container") in found  # the `audited` policy, by label

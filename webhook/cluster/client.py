@@ -229,17 +229,23 @@ def describe(exc: BaseException) -> str:
 
 def list_all(func: ListFunc, *, limit: int = 500,
              timeout: float | tuple[float, float] | None = None,
-             retry: Retry | None = None) -> Iterator[Page]:
+             retry: Retry | None = None, ahead: bool = False) -> Iterator[Page]:
     """Every page of a list, following `continue`. A 410 on an expired continue token
     restarts the list and skips what was already yielded (items come in key order). With
-    `retry`, a page that fails transiently is asked for again with the same token."""
+    `retry`, a page that fails transiently is asked for again with the same token. With
+    `ahead`, the next page is asked for while the caller works on this one: one page ahead
+    at most, so two pages are held at most, whatever the list's length."""
     token = ""
     last_key = ""
     policy = retry or Retry(attempts=1)
+    pending: _Ahead | None = None
     while True:
         try:
-            page = call_with_retry(
-                functools.partial(_page, func, limit, token), policy, timeout)
+            if pending is not None:
+                page, pending = pending.result(), None
+            else:
+                page = call_with_retry(
+                    functools.partial(_page, func, limit, token), policy, timeout)
         except ApiException as exc:
             if exc.status == 410 and token:
                 log.warning("list continue token expired; restarting after %s", last_key)
@@ -251,10 +257,42 @@ def list_all(func: ListFunc, *, limit: int = 500,
             items = [i for i in items if object_key(i) > last_key]
         if items:
             last_key = object_key(items[-1])
+        if ahead and page.next_token:
+            pending = _Ahead(functools.partial(
+                call_with_retry, functools.partial(_page, func, limit, page.next_token),
+                policy, timeout))
         yield Page(items, page.resource_version, page.next_token, page.remaining)
         if not page.next_token:
             return
         token = page.next_token
+
+
+class _Ahead:
+    """One call run in a thread of its own while the caller does something else; result()
+    waits for it and gives its answer, or raises what it raised."""
+
+    def __init__(self, call: Callable[[], Page]) -> None:
+        self.call = call
+        self.page: Page | None = None
+        self.error: BaseException | None = None
+        # A daemon: a caller that stops listing (an error, --timeout) never waits for it;
+        # its answer, when it comes, is dropped.
+        self.thread = threading.Thread(target=self._run, name="list-ahead", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.page = self.call()
+        except BaseException as exc:  # handed to the caller, who decides
+            self.error = exc
+
+    def result(self) -> Page:
+        self.thread.join()
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        assert self.page is not None
+        return self.page
 
 
 def _page(func: ListFunc, limit: int, token: str,

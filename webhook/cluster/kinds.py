@@ -38,20 +38,18 @@ AUDIT_ONLY = (("", "resourcequotas"),)
 CLAIM_RESOURCES = (("resourceclaims", "ResourceClaim"),
                    ("resourceclaimtemplates", "ResourceClaimTemplate"))
 
-# Built-in workload kinds: (kind, apiVersion, API class in kubernetes.client, its
-# all-namespaces list method)
+# Built-in workload kinds: (kind, apiVersion, resource (plural))
 BUILT_IN = (
-    ("Deployment", "apps/v1", "AppsV1Api", "list_deployment_for_all_namespaces"),
-    ("StatefulSet", "apps/v1", "AppsV1Api", "list_stateful_set_for_all_namespaces"),
-    ("DaemonSet", "apps/v1", "AppsV1Api", "list_daemon_set_for_all_namespaces"),
-    ("ReplicaSet", "apps/v1", "AppsV1Api", "list_replica_set_for_all_namespaces"),
-    ("ReplicationController", "v1", "CoreV1Api",
-     "list_replication_controller_for_all_namespaces"),
-    ("Job", "batch/v1", "BatchV1Api", "list_job_for_all_namespaces"),
-    ("CronJob", "batch/v1", "BatchV1Api", "list_cron_job_for_all_namespaces"),
-    ("PodTemplate", "v1", "CoreV1Api", "list_pod_template_for_all_namespaces"),
+    ("Deployment", "apps/v1", "deployments"),
+    ("StatefulSet", "apps/v1", "statefulsets"),
+    ("DaemonSet", "apps/v1", "daemonsets"),
+    ("ReplicaSet", "apps/v1", "replicasets"),
+    ("ReplicationController", "v1", "replicationcontrollers"),
+    ("Job", "batch/v1", "jobs"),
+    ("CronJob", "batch/v1", "cronjobs"),
+    ("PodTemplate", "v1", "podtemplates"),
 )
-PODS = ("Pod", "v1", "CoreV1Api", "list_pod_for_all_namespaces")
+PODS = ("Pod", "v1", "pods")
 # Custom workload kinds: (kind, group, versions to try in order, plural). The first version
 # the API server serves is used (a cluster serves every object under each of its versions).
 CUSTOM = (
@@ -84,7 +82,7 @@ CUSTOM = (
 )
 # Groups a cluster serves the built-in kinds under, old manifests included (extensions/v1beta1)
 _BUILT_IN_GROUPS = {"", "apps", "extensions", "batch"}
-_AUDITED = {("", "Pod")} | {(g, kind) for kind, _, _, _ in BUILT_IN for g in _BUILT_IN_GROUPS} | {
+_AUDITED = {("", "Pod")} | {(g, kind) for kind, _, _ in BUILT_IN for g in _BUILT_IN_GROUPS} | {
     (group, kind) for kind, group, _, _ in CUSTOM}
 # (group, plural) pairs the fixed tables list: a table entry naming one is not listed twice
 _LISTED_RESOURCES = {(group, plural) for _, group, _, plural in CUSTOM}

@@ -1,18 +1,18 @@
 """The live cluster as an audit's Source (webhook/cluster/files.py says what a Source gives;
 FileSource is its offline twin): every workload kind listed page by page, with retries and
-one deadline. The only part of the audit that imports the `kubernetes` package.
+one deadline, the next page asked for while the current one is judged. The only part of the
+audit that imports the `kubernetes` package, and of it only the ApiClient (webhook/cluster/kube.py).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kubernetes import client as k8s
+from kubernetes.client.api_client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
@@ -45,6 +45,7 @@ from webhook.cluster.kinds import (
     discovered_kinds,
     node_facts,
 )
+from webhook.cluster.kube import Lister, get, resource_path
 from webhook.inputs import sources
 from webhook.output.progress import Progress
 
@@ -53,13 +54,13 @@ _DISCOVERY = "API discovery (GET /apis)"
 _MAX_VERSIONS = 16  # versions of one group tried per kind: a 404 each, so a bounded number
 
 
-def served_versions(api: k8s.ApiClient, retry: Retry | None = None) -> dict[str, list[str]]:
+def served_versions(api: ApiClient, retry: Retry | None = None) -> dict[str, list[str]]:
     """Every API group the server serves (one `GET /apis`), and its versions: the preferred
     one first, then the others in the server's order (at most _MAX_VERSIONS). Entries that
     are not well-formed are left out. Raises ApiException (the server answered an error),
     HTTPError (it did not answer) and ValueError (the answer is no APIGroupList)."""
     resp: Any = call_with_retry(
-        lambda t: k8s.ApisApi(api).get_api_versions(_preload_content=False, _request_timeout=t),
+        lambda t: get(api, "/apis/", timeout=t),  # as the client asks it
         retry or Retry(attempts=1), (10, 60))
     try:
         body = json.loads(resp.data)
@@ -91,7 +92,7 @@ class LiveSource:
     (`timeout` seconds from now). What then still could not be read is in `failures`: the
     audit did not see it, so it must neither report on it nor clear its reports."""
 
-    def __init__(self, api: k8s.ApiClient, page_size: int = 500,
+    def __init__(self, api: ApiClient, page_size: int = 500,
                  timeout: float | None = None, attempts: int = 4) -> None:
         self.problems: list[tuple[str, yamlpos.SyntaxProblem]] = []
         self.api = api
@@ -104,21 +105,12 @@ class LiveSource:
         self.failures: dict[str, str] = {}  # what could not be read -> why
         self.namespace: str | None = None
 
-    def _built_in(self, api_class: str, method: str) -> Callable[..., Any]:
-        """`list_X_for_all_namespaces`, or `list_namespaced_X` in the one namespace asked.
-        `api_class`: its name in kubernetes.client (the kind tables import no client)."""
-        api = getattr(k8s, api_class)(self.api)
-        if self.namespace is None:
-            return getattr(api, method)  # type: ignore[no-any-return]
-        name = method.removesuffix("_for_all_namespaces").replace("list_", "list_namespaced_", 1)
-        return functools.partial(getattr(api, name), self.namespace)
+    def _built_in(self, api_version: str, plural: str) -> Lister:
+        """The list of a built-in kind in every namespace, or in the one asked."""
+        return Lister(self.api, resource_path(api_version, plural, self.namespace))
 
-    def _custom(self, group: str, version: str, plural: str) -> Callable[..., Any]:
-        custom = k8s.CustomObjectsApi(self.api)
-        if self.namespace is None:
-            return functools.partial(custom.list_cluster_custom_object, group, version, plural)
-        return functools.partial(custom.list_namespaced_custom_object, group, version,
-                                 self.namespace, plural)
+    def _custom(self, group: str, version: str, plural: str) -> Lister:
+        return Lister(self.api, resource_path(f"{group}/{version}", plural, self.namespace))
 
     @classmethod
     def connect(cls, kubeconfig: str | None, context: str | None, page_size: int,
@@ -134,7 +126,8 @@ class LiveSource:
         """list_all with the retry policy and deadline; raises ClusterError when the server
         does not answer or the deadline passes, ApiException when it answers an error."""
         try:
-            yield from list_all(func, limit=self.page_size, timeout=(10, 120), retry=self.retry)
+            yield from list_all(func, limit=self.page_size, timeout=(10, 120),
+                                retry=self.retry, ahead=True)
         except DeadlineExceeded:
             raise self.late() from None
         except HTTPError as exc:
@@ -151,13 +144,11 @@ class LiveSource:
             raise ClusterError(f"cannot list {what}: HTTP {exc.status} {exc.reason}") from None
 
     def cluster_objects(self, warn: Warn) -> sources.ClusterObjects:
-        core = k8s.CoreV1Api(self.api)
         found = sources.ClusterObjects()
-        for obj in self._everything(core.list_namespace, "namespaces"):
+        for obj in self._everything(Lister(self.api, "/api/v1/namespaces"), "namespaces"):
             found.add({**obj, "kind": "Namespace"})
-        for obj in self._everything(core.list_node, "nodes"):
+        for obj in self._everything(Lister(self.api, "/api/v1/nodes"), "nodes"):
             found.add({**node_facts(obj), "kind": "Node"})
-        custom = k8s.CustomObjectsApi(self.api)
         # 404: the CRD (or resource.k8s.io/v1, before 1.34) is not there: none of that kind.
         # ResourceClaims and templates: what the pods' spec.resourceClaims name (DRA demand).
         for group, version, plural, kind in ((GROUP, VERSION, PLURAL, "GPUPolicy"),
@@ -169,7 +160,7 @@ class LiveSource:
                                               "DeviceTaintRule"),
                                              *((DRA_GROUP, DRA_VERSION, plural, kind)
                                                for plural, kind in CLAIM_RESOURCES)):
-            func = functools.partial(custom.list_cluster_custom_object, group, version, plural)
+            func = Lister(self.api, resource_path(f"{group}/{version}", plural))
             try:
                 for page in self._all(func):
                     for obj in page:
@@ -179,11 +170,12 @@ class LiveSource:
                     raise ClusterError(f"cannot list {kind} objects: {describe(exc)}") from None
         # Node templates (optional CRDs) and LimitRanges: a 404 is none there, and a 403 is
         # said and read as none (the fit is then judged on the nodes alone).
-        lists: list[tuple[str, Callable[..., Any], str]] = [
-            (kind, functools.partial(custom.list_cluster_custom_object, group, version, plural),
-             f"{group}/{version}") for group, version, plural, kind in TEMPLATE_RESOURCES]
-        lists.append(("LimitRange", core.list_limit_range_for_all_namespaces, "v1"))
-        for kind, lister, api_version in lists:
+        lists: list[tuple[str, str, str]] = [
+            (kind, f"{group}/{version}", plural)
+            for group, version, plural, kind in TEMPLATE_RESOURCES]
+        lists.append(("LimitRange", "v1", "limitranges"))
+        for kind, api_version, plural in lists:
+            lister = Lister(self.api, resource_path(api_version, plural))
             try:
                 for page in self._all(lister):
                     for obj in page:
@@ -193,33 +185,29 @@ class LiveSource:
                     warn(f"cannot list {kind} objects ({describe(exc)}): judged without them")
                 elif exc.status != 404:
                     raise ClusterError(f"cannot list {kind} objects: {describe(exc)}") from None
-        self._api_objects(found, custom, core, warn)
+        self._api_objects(found, warn)
         return found
 
     def occupancy(self) -> Occupancy:
         """What the pods bound to each node hold, summed page by page (no pod is kept)."""
         found = Occupancy()
-        core = k8s.CoreV1Api(self.api)
         try:
-            for page in self._all(core.list_pod_for_all_namespaces):
+            for page in self._all(Lister(self.api, "/api/v1/pods")):
                 for obj in page:
                     found.add_pod(obj)
         except ApiException as exc:
             raise ClusterError(f"cannot list pods: {describe(exc)}") from None
         return found
 
-    def _api_objects(self, found: sources.ClusterObjects, custom: Any, core: Any,
-                     warn: Warn) -> None:
+    def _api_objects(self, found: sources.ClusterObjects, warn: Warn) -> None:
         """PriorityClasses, RuntimeClasses and ResourceQuotas (policies/apiserver.py). Without
         the right to list one kind, it is not known and nothing is judged against it: said,
         not fatal (the audit still has everything else to say)."""
-        for kind, func in (
-                ("PriorityClass", functools.partial(custom.list_cluster_custom_object,
-                                                    "scheduling.k8s.io", "v1",
-                                                    "priorityclasses")),
-                ("RuntimeClass", functools.partial(custom.list_cluster_custom_object,
-                                                   "node.k8s.io", "v1", "runtimeclasses")),
-                ("ResourceQuota", core.list_resource_quota_for_all_namespaces)):
+        for kind, api_version, plural in (
+                ("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses"),
+                ("RuntimeClass", "node.k8s.io/v1", "runtimeclasses"),
+                ("ResourceQuota", "v1", "resourcequotas")):
+            func = Lister(self.api, resource_path(api_version, plural))
             try:
                 listed = [{**obj, "kind": kind} for page in self._all(func) for obj in page]
             except ApiException as exc:
@@ -233,16 +221,16 @@ class LiveSource:
         custom kinds, the other kinds of the kind table (versions from API discovery, asked
         only once the earlier kinds are listed), then Pods. A kind comes once per version to
         try; the first version the server serves it under is the one listed."""
-        for kind, api_version, api_class, method in BUILT_IN:
-            yield kind, api_version, self._built_in(api_class, method)
+        for kind, api_version, plural in BUILT_IN:
+            yield kind, api_version, self._built_in(api_version, plural)
         for kind, group, versions, plural in CUSTOM:
             for version in versions:
                 yield kind, f"{group}/{version}", self._custom(group, version, plural)
         for entry, version in self._discovered(unavailable):
             yield entry.kind, f"{entry.group}/{version}", self._custom(
                 entry.group, version, entry.resource)
-        kind, api_version, api_class, method = PODS
-        yield kind, api_version, self._built_in(api_class, method)
+        kind, api_version, plural = PODS
+        yield kind, api_version, self._built_in(api_version, plural)
 
     def _discovered(self, unavailable: dict[str, str]) -> Iterator[tuple[WorkloadKind, str]]:
         """Each kind of the table the fixed lists leave out, with each version its group is

@@ -176,17 +176,15 @@ def fetch(live: LiveSource, target: str) -> dict[str, Any]:
 
 
 def _read(live: LiveSource, kind: str, namespace: str, name: str) -> dict[str, Any]:
-    from kubernetes import client as k8s
     from kubernetes.client.exceptions import ApiException
 
+    from webhook.cluster.kube import get, resource_path
     from webhook.cluster.listing import served_versions
 
-    builtin = {k.lower(): (k, v, cls, m) for k, v, cls, m in (PODS, *BUILT_IN)}
+    builtin = {k.lower(): (k, v, p) for k, v, p in (PODS, *BUILT_IN)}
     if kind in builtin or kind.rstrip("s") in builtin:
-        real, api_version, api_class, method = builtin.get(kind) or builtin[kind.rstrip("s")]
-        reader = getattr(getattr(k8s, api_class)(live.api), method.replace(
-            "list_", "read_namespaced_").removesuffix("_for_all_namespaces"))
-        resp = reader(name, namespace, _preload_content=False)
+        real, api_version, plural = builtin.get(kind) or builtin[kind.rstrip("s")]
+        resp = get(live.api, resource_path(api_version, plural, namespace, name))
     else:
         # by kind or by plural (resourceclaimtemplate/ml/x, resourceclaimtemplates/ml/x)
         custom = {name: (k, g, vs, p) for k, g, vs, p in CUSTOM for name in (p, k.lower())}
@@ -205,12 +203,10 @@ def _read(live: LiveSource, kind: str, namespace: str, name: str) -> dict[str, A
                 raise ClusterError(f"{real}: the cluster serves no API group {group}")
         else:
             raise ClusterError(f"unknown kind {kind!r}")
-        api = k8s.CustomObjectsApi(live.api)
         resp = None
         for version in versions:
             try:
-                resp = api.get_namespaced_custom_object(group, version, namespace, plural, name,
-                                                        _preload_content=False)
+                resp = get(live.api, resource_path(f"{group}/{version}", plural, namespace, name))
                 api_version = f"{group}/{version}"
                 break
             except ApiException as exc:

@@ -35,6 +35,8 @@ from webhook.output.findings import ENGINE_ERROR, MUTATION, UNRESOLVED
 from webhook.output.findings import Finding as ReportFinding
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from webhook.output import kustomize
 
 STDIN = "-"
@@ -128,6 +130,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     except (UsageError, sources.SourceError) as exc:
         stderr.write(f"gpupolicy lint: {exc}\n")
         return 2
+    # helm and kustomize run (their own processes, on other cores) while the files are read
+    renders = start_renders(collected.targets, args)
     loaded: list[tuple[str, bytes]] = []
     unreadable = False
     for name, raw in collected.inputs:
@@ -136,40 +140,39 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         except sources.SourceError as exc:  # the other files are still linted
             stderr.write(f"gpupolicy lint: {exc}\n")
             unreadable = True
-    rendered: list[tuple[Target, bytes, Path | None]] = []
-    for target in collected.targets:
+    # While the tools run, the files are linted with the context the files give: kept when
+    # the tools' output adds nothing to it (no Namespace, policy, node… among it), as is
+    # usual; else linted again once it is in.
+    early: tuple[Any, Result, list[str]] | None = None
+    if renders:
         try:
-            rendered.append((target, *render_target(target, args)))
+            context = sources.build_context(args, documents_among(loaded, args.namespace))[0]
+        except (sources.SourceError, PolicyLoadError):
+            pass  # said below, with the whole input
+        else:
+            early = (context, *lint_files(loaded, context, collected.notes, args))
+    rendered: list[tuple[Target, bytes, Path | None]] = []
+    for target, running in renders:
+        try:
+            rendered.append((target, *running.result()))
         except RenderError as exc:  # one line per chart or overlay, never its raw templates
             stderr.write(f"gpupolicy lint: {target.path}: {exc}\n")
             unreadable = True
-    try:
-        context, _ = sources.build_context(args, documents_among(
-            [*loaded, *((str(t.path), raw) for t, raw, _ in rendered)], args.namespace))
-    except (sources.SourceError, PolicyLoadError) as exc:
-        stderr.write(f"gpupolicy lint: {exc}\n")
-        return 2
+    if early is not None and not any(_may_hold_context(raw) for _, raw, _ in rendered):
+        context, result, said = early
+    else:
+        try:
+            context, _ = sources.build_context(args, documents_among(
+                [*loaded, *((str(t.path), raw) for t, raw, _ in rendered)], args.namespace))
+        except (sources.SourceError, PolicyLoadError) as exc:
+            stderr.write(f"gpupolicy lint: {exc}\n")
+            return 2
+        result, said = lint_files(loaded, context, collected.notes, args)
     for line in sources.template_warnings(context):
         stderr.write(f"gpupolicy lint: {line}\n")
-    result = Result(notes=list(collected.notes))
-    with heap_frozen():  # what lives on (imports, context) is not walked again
-        for name, raw in loaded:
-            # one document at a time: a stream of 100k documents is linted in constant memory
-            start = len(result.findings)
-            lint_stream(name, yamlpos.iter_stream(raw), context, result, namespace=args.namespace,
-                        show_mutations=args.show_mutations and not args.fix,
-                        skip_non_manifest=name != args.stdin_filename)
-            placed = helm.rendered(raw)
-            if placed:  # Helm output: point at the chart's template files
-                result.findings[start:] = helm.place_all(result.findings[start:], placed)
-                # the files checked are the templates (JUnit: no empty suite for the stream)
-                found = [p for p in placed.paths if p is not None]
-                if found:
-                    result.files[-1:] = list(dict.fromkeys(found))
-                for chart in sorted(placed.missing):
-                    stderr.write(f"gpupolicy lint: {name}: helm chart {chart!r} not found "
-                                 f"under {Path.cwd()}: its findings stay at the rendered lines "
-                                 "(lint from the folder that holds the chart)\n")
+    for line in said:
+        stderr.write(line)
+    with heap_frozen():
         for target, raw, relative_to in rendered:
             lint_rendered(target, raw, relative_to, context, result, args)
     if args.verbose:
@@ -186,6 +189,37 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                          "the mutations back (see them with --show-mutations)\n")
     status = emit(args, result, stdout, stderr)
     return 2 if unreadable or not_fixed else status
+
+
+def lint_files(loaded: list[tuple[str, bytes]], context: Any, notes: list[str],
+               args: argparse.Namespace) -> tuple[Result, list[str]]:
+    """The files' findings (a new Result, with `notes`), and what to say on stderr."""
+    result = Result(notes=list(notes))
+    said: list[str] = []
+    with heap_frozen():  # what lives on (imports, context) is not walked again
+        for name, raw in loaded:
+            # one document at a time: a stream of 100k documents is linted in constant memory
+            start = len(result.findings)
+            lint_stream(name, yamlpos.iter_stream(raw), context, result, namespace=args.namespace,
+                        show_mutations=args.show_mutations and not args.fix,
+                        skip_non_manifest=name != args.stdin_filename)
+            placed = helm.rendered(raw)
+            if placed:  # Helm output: point at the chart's template files
+                result.findings[start:] = helm.place_all(result.findings[start:], placed)
+                # the files checked are the templates (JUnit: no empty suite for the stream)
+                found = [p for p in placed.paths if p is not None]
+                if found:
+                    result.files[-1:] = list(dict.fromkeys(found))
+                for chart in sorted(placed.missing):
+                    said.append(f"gpupolicy lint: {name}: helm chart {chart!r} not found "
+                                f"under {Path.cwd()}: its findings stay at the rendered lines "
+                                "(lint from the folder that holds the chart)\n")
+    return result, said
+
+
+def _may_hold_context(raw: bytes) -> bool:
+    """Whether documents_among could find a cluster-describing object in `raw`."""
+    return any(m in raw for m in _CONTEXT_MARKS) and bool(_CONTEXT_WORD.search(raw))
 
 
 @contextlib.contextmanager
@@ -210,6 +244,23 @@ def heap_frozen() -> Iterator[None]:
         gc.set_threshold(*thresholds)
         if not frozen_before:
             gc.unfreeze()
+
+
+RENDERS_AT_ONCE = 4
+
+
+def start_renders(targets: list[Target], args: argparse.Namespace
+                  ) -> list[tuple[Target, Future[tuple[bytes, Path | None]]]]:
+    """Every chart and overlay rendered in the background (RENDERS_AT_ONCE tools at a time),
+    in order. Most of their time is the tools' own, in other processes."""
+    if not targets:
+        return []
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(min(RENDERS_AT_ONCE, len(targets)), "render")
+    started = [(t, pool.submit(render_target, t, args)) for t in targets]
+    pool.shutdown(wait=False)  # the queued ones still run; the caller waits for each
+    return started
 
 
 def render_target(target: Target, args: argparse.Namespace) -> tuple[bytes, Path | None]:
@@ -277,6 +328,7 @@ def collect(paths: Sequence[str], *, stdin_name: str, exclude: Sequence[str] = (
     seen: set[Path] = set()  # charts and overlays rendered once
     files: set[tuple[int, int] | str] = set()  # a file named twice (or in a named folder)
     found_in: dict[str, Target | None] = {}  # folder named -> the chart or overlay it is in
+    folders = discover.Lookups()  # discover.enclosing's: every folder looked at
 
     def add(name: str, st: os.stat_result | None = None) -> None:
         # One stat a file, where resolving its path would lstat every folder above it: the
@@ -296,7 +348,7 @@ def collect(paths: Sequence[str], *, stdin_name: str, exclude: Sequence[str] = (
                 out.inputs.append((stdin_name, sys.stdin.buffer.read()))
             continue
         if render:
-            inside, is_file = _enclosing(path, found_in)
+            inside, is_file = _enclosing(path, found_in, folders)
             if inside is not None and (is_file or inside.path.resolve() != Path(path).resolve()):
                 if (folder := inside.path.resolve()) not in seen:  # render it whole
                     seen.add(folder)
@@ -323,12 +375,12 @@ def collect(paths: Sequence[str], *, stdin_name: str, exclude: Sequence[str] = (
     return out
 
 
-def _enclosing(path: str, known: dict[str, Target | None]) -> tuple[Target | None, bool]:
-    """The chart or overlay a path named lies in (discover.enclosing), and whether it is a
-    file. Files named in one folder lie in the same one: pre-commit names every changed
-    file, and looking up from each cost 0.2 ms (a stat of every name a chart or overlay
-    may have, in every folder up to the repository's root), so it is asked once a folder
-    (`known`). A link or a folder is asked for itself."""
+def _enclosing(path: str, known: dict[str, Target | None], folders: discover.Lookups
+               ) -> tuple[Target | None, bool]:
+    """The chart or overlay a path named lies in (discover.enclosing, which looks at each
+    folder once: `folders`), and whether it is a file. Files named in one folder lie in the
+    same one: pre-commit names every changed file, so it is asked once a folder (`known`). A
+    link or a folder is asked for itself."""
     try:
         st = os.lstat(path)
     except (OSError, ValueError):
@@ -336,10 +388,10 @@ def _enclosing(path: str, known: dict[str, Target | None]) -> tuple[Target | Non
     if st is not None and S_ISREG(st.st_mode):
         folder = os.path.dirname(path)
         if folder not in known:
-            known[folder] = discover.enclosing(Path(path))
+            known[folder] = discover.enclosing(Path(path), known=folders)
         return known[folder], True
     p = Path(path)
-    return (discover.enclosing(p) if p.exists() else None), p.is_file()
+    return (discover.enclosing(p, known=folders) if p.exists() else None), p.is_file()
 
 
 def _stat(path: str) -> os.stat_result | None:

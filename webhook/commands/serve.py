@@ -30,7 +30,7 @@ from gunicorn.arbiter import Arbiter
 from gunicorn.glogging import Logger as GunicornLogger
 
 from webhook.cluster.config import wanted
-from webhook.http import admission, metrics_port, shared, worker
+from webhook.http import admission, metrics_port, shared, spread, worker
 from webhook.inputs import sources
 
 if TYPE_CHECKING:
@@ -463,11 +463,14 @@ class _JSONLogger(GunicornLogger):  # type: ignore[misc]
             handler.setFormatter(JSONFormatter())
 
 
-def _child_exit(_server: Any, dead: Any) -> None:
+def _child_exit(server: Any, dead: Any) -> None:
     from webhook.http import metrics
 
     metrics.worker_exited(dead.pid)
     metrics_port.unpublish(dead.pid)
+    slot = getattr(server, "slots", {}).pop(dead.pid, None)
+    if slot is not None and worker.GPUWorker.board is not None:
+        worker.GPUWorker.board.clear(slot)  # a dead worker's word is not waited on
 
 
 class _Arbiter(Arbiter):  # type: ignore[misc]
@@ -481,6 +484,7 @@ class _Arbiter(Arbiter):  # type: ignore[misc]
         super().__init__(app)
         self.tls = app.tls
         self.stopping = False
+        self.slots: dict[int, int] = {}  # worker pid -> its entry on GPUWorker.board
 
     def signal(self, sig: int, frame: Any) -> None:
         if sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
@@ -511,7 +515,15 @@ class _Arbiter(Arbiter):  # type: ignore[misc]
 
     def spawn_worker(self) -> int:
         self.tls.refresh()  # the child inherits the master's last good pair
+        board = worker.GPUWorker.board
+        slot = 0
+        if board is not None:  # the lowest entry no live worker has; the child inherits it
+            used = {self.slots[pid] for pid in self.WORKERS if pid in self.slots}
+            slot = min(set(range(board.slots)) - used, default=len(self.slots) % board.slots)
+            board.clear(slot)
+            worker.GPUWorker.slot = slot
         pid: int = super().spawn_worker()  # the child never returns from it
+        self.slots[pid] = slot
         metrics_port.expect_worker(pid)
         return pid
 
@@ -528,6 +540,7 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
         worker.GPUWorker.expected_workers = a.workers
         worker.GPUWorker.body_limit = a.max_body_bytes
         worker.GPUWorker.refresh_tls = self.tls.refresh
+        worker.GPUWorker.board = spread.Board(spread.slots_for(a.workers))
         settings = {
             "bind": [f"fd://{fd}" for fd in self.fds],
             "workers": a.workers,

@@ -36,7 +36,7 @@ from gunicorn.http import wsgi
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from webhook import logs
-from webhook.http import admission, metrics_port
+from webhook.http import admission, metrics_port, spread
 
 HANDSHAKE_TIMEOUT = 5.0  # accept → TLS handshake done
 HEAD_TIMEOUT = 5.0  # handshake done (or a kept-alive request's first byte) → whole head in
@@ -129,6 +129,10 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
     # serve's certificate check (TLSFiles.refresh): run by the loop twice a second too, not
     # only at handshakes, so an idle worker's expiry metric and refusals are current.
     refresh_tls: Callable[[], None] | None = None
+    # Set by serve's master: where the workers say how many admission connections each holds
+    # (webhook/http/spread.py), and this worker's entry, assigned before it is forked.
+    board: spread.Board | None = None
+    slot = 0
     _accepting: bool  # ThreadWorker's: the listeners are in the poller
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -142,6 +146,8 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
         self.evicted = 0
         self.next_evict_log = 0.0
         self.held = False  # admission listeners out of the poller: see _hold_admissions
+        self.admitted = 0  # admission (TLS) connections open, idle ones included
+        self.deferring = False  # out of the poller too: holds more than a sibling (_spread)
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -186,6 +192,8 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
             if self.probe_pool is not None:
                 self.probe_pool.shutdown(wait=False)
             metrics_port.unpublish(self.pid)
+            if self.board is not None:
+                self.board.clear(self.slot)
             logs.flush()  # the admission lines still held, before gunicorn's last line
 
     def notify(self) -> None:
@@ -197,6 +205,7 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
             super().notify()
             self.next_publish = now + 0.5
             self._publish()
+            self._spread()
             if self.refresh_tls is not None:
                 try:
                     self.refresh_tls()
@@ -212,8 +221,8 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
         enabled = enabled or self.alive
         if enabled != self._accepting:
             for listener in self.sockets:
-                if self.held and not self._plain(listener):
-                    continue  # held: not in the poller
+                if (self.held or self.deferring) and not self._plain(listener):
+                    continue  # held or deferring: not in the poller
                 if enabled:
                     listener.setblocking(False)
                     self.poller.register(listener, selectors.EVENT_READ, self.accept)
@@ -241,19 +250,47 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
             if pid != str(self.pid))
         if hold == self.held:
             return
-        if self._accepting:
-            for listener in self.sockets:
-                if self._plain(listener):
-                    continue
-                if hold:
-                    self.poller.unregister(listener)
-                else:
-                    listener.setblocking(False)
-                    self.poller.register(listener, selectors.EVENT_READ, self.accept)
-        self.held = hold
+        self._admissions(hold, self.deferring)
+        self._spread()
         self.log.info("admissions %s: %s", "held" if hold else "taken",
                       "a sibling worker is ready and this one is not yet" if hold
                       else "ready, or no sibling is")
+
+    def _admissions(self, held: bool, deferring: bool) -> None:
+        """Puts the admission listeners in the poller, or takes them out: out while held
+        (not ready) or deferring (holding more than a sibling)."""
+        before = not (self.held or self.deferring)
+        after = not (held or deferring)
+        self.held, self.deferring = held, deferring
+        if before == after or not self._accepting:
+            return
+        for listener in self.sockets:
+            if self._plain(listener):
+                continue
+            if after:
+                listener.setblocking(False)
+                self.poller.register(listener, selectors.EVENT_READ, self.accept)
+            else:
+                self.poller.unregister(listener)
+
+    def _spread(self) -> None:
+        """Says on the board how many admission connections this worker holds, and stops
+        accepting while it holds more than a sibling that takes them (webhook/http/spread.py):
+        the kernel then gives the waiting connections to that sibling."""
+        board = self.board
+        if board is None:
+            return
+        taking = self.alive and not self.held
+        board.say(self.slot, taking, self.admitted)
+        defer = taking and board.should_wait(self.slot, self.admitted)
+        if defer != self.deferring:
+            self._admissions(self.held, defer)
+
+    def wait_for_and_dispatch_events(self, timeout: float) -> None:
+        # Deferring, look at the board again soon: a sibling that caught up says so only there.
+        super().wait_for_and_dispatch_events(min(timeout, 0.05) if self.deferring else timeout)
+        if self.deferring:
+            self._spread()
 
     def accept(self, listener: Any) -> None:
         try:
@@ -278,6 +315,7 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
         if plain:
             self._wait(conn, _HEAD, now + HEAD_TIMEOUT)
             return
+        self.admitted += 1
         try:
             conn.sock = gsock.ssl_context(self.cfg).wrap_socket(
                 sock, server_side=True, do_handshake_on_connect=False,
@@ -286,6 +324,7 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
             self._close(conn)
             return
         self._wait(conn, _HANDSHAKE, now + HANDSHAKE_TIMEOUT)
+        self._spread()
 
     def _wait(self, conn: Conn, stage: str, deadline: float,
               events: int = selectors.EVENT_READ) -> None:
@@ -475,6 +514,9 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
         conn.stage = None
         self.nr_conns -= 1
         util.close(conn.sock)
+        if not conn.plain:
+            self.admitted -= 1
+            self._spread()
 
     def _evict(self) -> bool:
         """Close one waiting connection to make room: one still in its handshake first, then

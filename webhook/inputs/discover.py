@@ -236,27 +236,84 @@ def walk(root: Path, *, exclude: Sequence[str] = (), render: bool = True) -> Fou
     return found
 
 
-def enclosing(path: Path, depth: int = 20) -> Target | None:
+class Lookups:
+    """What enclosing() found, kept across its calls: each folder's real path and the chart
+    or overlay it lies in. A lint names hundreds of folders of one repository; looking up
+    from each stat'ed the same folders above them hundreds of times, and resolving each path
+    (os.path.realpath, an lstat of every part) cost more than the rest of the search."""
+
+    def __init__(self) -> None:
+        self.real: dict[str, str] = {}
+        self.inside: dict[str, Target | None] = {}
+
+    def realpath(self, folder: str) -> str:
+        """os.path.realpath of an absolute, normalized folder: its parent's, plus its name
+        unless it is a link (one lstat a folder, each folder once)."""
+        found = self.real.get(folder)
+        if found is not None:
+            return found
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            found = folder
+        elif os.path.islink(folder):
+            found = os.path.realpath(folder)
+        else:
+            found = os.path.join(self.realpath(parent), os.path.basename(folder))
+        self.real[folder] = found
+        return found
+
+
+def enclosing(path: Path, depth: int = 20, known: Lookups | None = None) -> Target | None:
     """The chart or overlay a path given on the command line lies in (a template or a patch
     named alone, as pre-commit names changed files): it is rendered whole instead. The search
-    stops at the repository's root (a folder holding `.git`)."""
+    stops at the repository's root (a folder holding `.git`). `known`: what earlier calls
+    found (Lookups), kept by a caller that asks for many paths."""
+    known = Lookups() if known is None else known
     try:
-        here = path.resolve()
-    except (OSError, RuntimeError):
+        given = os.path.abspath(path)
+        if os.path.islink(given):  # a link to a file may point into another chart
+            given = os.path.realpath(given)
+        if os.path.isdir(given):
+            start = here = known.realpath(given)
+        else:
+            here = known.realpath(os.path.dirname(given))
+            start = os.path.join(here, os.path.basename(given))
+    except (OSError, ValueError):
         return None
-    start = here
+    passed: list[str] = []
+    found: Target | None = None
     for _ in range(depth):
-        if here.is_dir():
-            if (here / CHART_FILE).is_file():
-                return Target("helm", _as_given(path, start, here))
-            if kustomization_file(here) is not None and not _is_component(here):
-                return Target("kustomize", _as_given(path, start, here))
-            if (here / ".git").exists():
-                return None
-        if here.parent == here:
-            return None
-        here = here.parent
-    return None
+        if here in known.inside:
+            found = known.inside[here]
+            break
+        passed.append(here)
+        found, stop = _folder(here)
+        if found is not None or stop:
+            break
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    for folder in passed:
+        known.inside[folder] = found
+    if found is None:
+        return None
+    return Target(found.kind, _as_given(path, Path(start), found.path))
+
+
+def _folder(folder: str) -> tuple[Target | None, bool]:
+    """(the chart or overlay `folder` is, if it is one; whether the search stops here: the
+    repository's root). One listing of the folder, not a stat of every name it may hold."""
+    try:
+        names = set(os.listdir(folder))
+    except OSError:
+        return None, False
+    if CHART_FILE in names and os.path.isfile(os.path.join(folder, CHART_FILE)):
+        return Target("helm", Path(folder)), False
+    if not names.isdisjoint(KUSTOMIZATION_FILES) and kustomization_file(Path(folder)) \
+            and not _is_component(Path(folder)):
+        return Target("kustomize", Path(folder)), False
+    return None, ".git" in names
 
 
 def _as_given(path: Path, resolved: Path, folder: Path) -> Path:
