@@ -128,7 +128,10 @@ def _part(index: int) -> Callable[[Any], int]:
     return get
 
 
-def _env(extended: bool) -> Any:
+def _env(extended: bool, variables: tuple[str, ...] = ("device",),
+         more: tuple[Any, ...] = ()) -> Any:
+    """The environment; `variables` (all dyn) and `more` functions for other uses than DRA
+    selectors (policies/native/evaluate.py: admission policies)."""
     t = cel.Type
     box = t.Map(t.STRING, t.DYN)
 
@@ -192,9 +195,9 @@ def _env(extended: bool) -> Any:
                       ext_optional.ExtOptional()]
     return cel.NewEnv(
         config=config,
-        variables={"device": t.DYN},
+        variables=dict.fromkeys(variables, t.DYN),
         extensions=extensions,
-        functions=[*functions, *cel_library.functions()],
+        functions=[*functions, *cel_library.functions(), *more],
     )
 
 

@@ -17,6 +17,7 @@ from policies.view import ClaimView
 
 ID = "dra-allocation-all"
 INTRINSIC = True
+NATIVE = "It counts the devices of the cluster's ResourceSlices (inventory)."
 
 
 def check_claim(view: ClaimView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

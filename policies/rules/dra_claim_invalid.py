@@ -30,6 +30,7 @@ from policies.view import ClaimView, PodView
 
 ID = "dra-claim-invalid"
 INTRINSIC = True
+NATIVE = "The API server's own validation of resource.k8s.io refuses such a claim."
 _SOURCES = ("resourceClaimName", "resourceClaimTemplateName")
 
 

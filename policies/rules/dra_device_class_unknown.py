@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 ID = "dra-device-class-unknown"
 INTRINSIC = True
+NATIVE = "It looks the class up among the cluster's DeviceClasses (inventory)."
 FAMILIES = frozenset({"dra"})
 WAITS = ("until it is created, the scheduler cannot allocate the claim and pods using it stay "
          "Pending")

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 ID = "dra-no-matching-device"
 INTRINSIC = False
+NATIVE = "It matches requests against the cluster's devices (inventory)."
 FAMILIES = frozenset({"dra"})
 SHOWN = 3
 

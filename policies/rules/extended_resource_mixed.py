@@ -17,6 +17,7 @@ from policies.context import Context
 
 ID = "extended-resource-mixed"
 INTRINSIC = True
+NATIVE = "A cluster-wide rule over nodes and running pods (the audit's)."
 SCOPE = "cluster"
 _NAMED = 3
 

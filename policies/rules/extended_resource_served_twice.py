@@ -15,6 +15,7 @@ from policies.context import Context
 
 ID = "extended-resource-served-twice"
 INTRINSIC = True
+NATIVE = "A cluster-wide rule over nodes and DeviceClasses (the audit's)."
 SCOPE = "cluster"
 
 

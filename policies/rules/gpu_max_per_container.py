@@ -21,6 +21,7 @@ from policies.view import PodView
 
 ID = "gpu-max-per-container"
 INTRINSIC = False
+NATIVE = ""
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

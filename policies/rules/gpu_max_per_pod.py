@@ -23,6 +23,7 @@ from policies.view import ClaimView, PodView
 
 ID = "gpu-max-per-pod"
 INTRINSIC = False
+NATIVE = ""
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

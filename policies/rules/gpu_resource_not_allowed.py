@@ -16,6 +16,7 @@ from policies.view import PodView
 
 ID = "gpu-resource-not-allowed"
 INTRINSIC = False
+NATIVE = ""
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

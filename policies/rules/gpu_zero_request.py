@@ -16,6 +16,7 @@ from policies.view import PodView
 
 ID = "gpu-zero-request"
 INTRINSIC = True
+NATIVE = 'Not translated yet: a zero GPU request (a fact the webhook reports).'
 _HIDDEN = {"none", "void", ""}
 
 

@@ -21,6 +21,7 @@ from policies.view import PodView
 
 ID = "mig-count-over-geometry"
 INTRINSIC = True
+NATIVE = "It needs the MIG geometry of the cluster's nodes (inventory)."
 FAMILIES = frozenset({"mig"})
 
 

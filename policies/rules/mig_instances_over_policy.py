@@ -20,6 +20,7 @@ from policies.view import ClaimView, PodView
 
 ID = "mig-instances-over-policy"
 INTRINSIC = False
+NATIVE = "Not translated yet: the per-pod sum over every MIG profile's name."
 FAMILIES = frozenset({"mig"})
 
 

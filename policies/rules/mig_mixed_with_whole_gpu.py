@@ -20,6 +20,7 @@ from policies.view import PodView
 
 ID = "mig-mixed-with-whole-gpu"
 INTRINSIC = True
+NATIVE = 'Not translated yet: MIG and whole GPUs in one pod (a fact the webhook reports).'
 FAMILIES = frozenset({"mig"})
 
 

@@ -18,6 +18,7 @@ from policies.view import PodView
 
 ID = "mig-multiple-per-container"
 INTRINSIC = True
+NATIVE = 'Not translated yet: several MIG profiles in one container (a fact).'
 FAMILIES = frozenset({"mig"})
 
 

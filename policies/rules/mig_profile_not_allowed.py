@@ -21,6 +21,7 @@ from policies.view import ClaimView, PodView
 
 ID = "mig-profile-not-allowed"
 INTRINSIC = False
+NATIVE = ""
 FAMILIES = frozenset({"mig"})
 
 

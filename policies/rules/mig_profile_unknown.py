@@ -18,6 +18,7 @@ from policies.view import PodView
 
 ID = "mig-profile-unknown"
 INTRINSIC = True
+NATIVE = "It reads the GPU catalog's MIG profiles (data the webhook carries)."
 FAMILIES = frozenset({"mig"})
 
 

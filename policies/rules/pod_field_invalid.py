@@ -21,6 +21,7 @@ from policies.view import PodView
 
 ID = "pod-field-invalid"
 INTRINSIC = True
+NATIVE = "The API server's own pod validation refuses a malformed field."
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

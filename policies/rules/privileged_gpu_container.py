@@ -17,6 +17,7 @@ from policies.view import PodView
 
 ID = "privileged-gpu-container"
 INTRINSIC = False
+NATIVE = ""
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

@@ -15,6 +15,7 @@ from policies.context import Context
 
 ID = "shared-gpu-over-limit"
 INTRINSIC = False
+NATIVE = "It counts the running pods that share a node's GPU (the audit's)."
 SCOPE = "cluster"
 
 

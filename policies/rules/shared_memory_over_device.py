@@ -20,6 +20,7 @@ from policies.view import PodView
 
 ID = "shared-memory-over-device"
 INTRINSIC = True
+NATIVE = "It compares with the GPU catalog's memory sizes (data the webhook carries)."
 FAMILIES = SHARED_FAMILIES
 
 

@@ -19,6 +19,7 @@ from policies.view import PodView
 
 ID = "shared-memory-over-policy"
 INTRINSIC = False
+NATIVE = ""
 FAMILIES = SHARED_FAMILIES
 TO_GIB = {
     "aliyun.com/gpu-mem": Fraction(1),

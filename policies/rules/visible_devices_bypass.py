@@ -20,6 +20,7 @@ from policies.view import PodView
 
 ID = "visible-devices-bypass"
 INTRINSIC = False
+NATIVE = ""
 NAME = "NVIDIA_VISIBLE_DEVICES"
 NO_DEVICES = frozenset({"none", "void", ""})
 

@@ -1,0 +1,210 @@
+"""The exported rules as ValidatingAdmissionPolicy validations: for each, the CEL that holds
+when the object passes and the message the engine would give when it does not.
+
+Every check walks `variables.specs` (the object's pod specs) and their containers; `CONTAINERS`
+below is where the containers of pod spec `s` are. A translator returns None when the policy
+does not set the rule, raises cel_parts.Unsupported when it cannot be said in CEL here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+from typing import NamedTuple
+
+from policies.model import GPUPolicy
+from policies.native import cel_parts as p
+from policies.rules.shared_memory_over_policy import TO_GIB
+from policies.rules.visible_devices_bypass import NAME as VISIBLE
+from policies.rules.visible_devices_bypass import NO_DEVICES
+
+
+class Check(NamedTuple):
+    rule: str
+    expression: str  # true: the object passes
+    message: str  # a CEL expression giving the engine's words for what failed
+
+
+class Where(NamedTuple):
+    """Where a check reads: the object's pod specs, the containers of pod spec `s`, whether
+    the object asks for a GPU share by annotation."""
+
+    specs: str = "variables.specs"
+    containers: str = p.containers("s")
+    kai: str = "variables.kai"
+
+
+def _name(c: str) -> str:
+    return f"(has({c}.name) ? '\"' + string({c}.name) + '\"' : '\"\"')"
+
+
+def _join(lists: str) -> str:
+    return f"{lists}.filter(t, t != '').join('; ')"
+
+
+def _per_name(where: Where, rule: str, bad: Callable[[str, str], str],
+              words: Callable[[str, str], str]) -> Check:
+    """A rule over each (container, resource name) pair."""
+    def each(c: str) -> str:
+        return f"{p.names(c)}.filter(n, {bad(c, 'n')}).map(n, {words(c, 'n')}).join('; ')"
+    cs = where.containers
+    expression = (f"!{where.specs}.exists(s, {cs}.exists(c, {p.names('c')}.exists(n, "
+                  f"{bad('c', 'n')})))")
+    per_container = _join(f"{cs}.map(c, {each('c')})")
+    message = _join(f"{where.specs}.map(s, {per_container})")
+    return Check(rule, expression, message)
+
+
+def gpu_spec(where: Where) -> str:
+    """Pod spec `s` asks for a GPU (policies.resources.PodDemand.gpu, DRA claims aside)."""
+    return f"({where.containers}.exists(g, {p.gpu_container('g')}) || {where.kai})"
+
+
+def _per_fixed(where: Where, rule: str, names: tuple[str, ...],
+               bad: Callable[[str, str], str], words: Callable[[str, str], str]) -> Check:
+    """A rule over each container and each of a fixed list of resource names."""
+    listed = p.lits(names)
+    cs = where.containers
+    each = f"{listed}.filter(n, {bad('c', 'n')}).map(n, {words('c', 'n')}).join('; ')"
+    per_container = _join(f"{cs}.map(c, {each})")
+    return Check(rule, f"!{where.specs}.exists(s, {cs}.exists(c, {listed}.exists(n, "
+                 f"{bad('c', 'n')})))", _join(f"{where.specs}.map(s, {per_container})"))
+
+
+def max_per_container(policy: GPUPolicy, where: Where) -> Check | None:
+    limit = policy.spec.rules.max_gpus_per_container
+    if limit is None:
+        return None
+    # whole devices by the device plugin; DRA's (claims, DeviceClass names) the webhook counts
+    return _per_fixed(
+        where, "gpu-max-per-container", p.WHOLE,
+        lambda c, n: f"{p.amount(c, n)}.isGreaterThan(quantity('{limit}'))",
+        lambda c, n: f"'container ' + {_name(c)} + ' asks for ' + {p.raw(c, n)} + ' ' + {n} + "
+                     f"'; at most {limit} allowed'")
+
+
+def max_per_pod(policy: GPUPolicy, where: Where) -> list[Check] | None:
+    limit = policy.spec.rules.max_gpus_per_pod
+    if limit is None:
+        return None
+    whole = p.lits(p.WHOLE)
+    out = []
+    for over in p.total_over("s", "n", f"{float(limit)!r}"):
+        out.append(Check(
+            "gpu-max-per-pod", f"!{where.specs}.exists(s, {whole}.exists(n, {over}))",
+            _join(f"{where.specs}.map(s, {whole}.filter(n, {over}).map(n, 'the pod holds "
+                  f"more than {limit} ' + n + ' at once; at most {limit} allowed').join('; '))")))
+    return out
+
+
+def resource_not_allowed(policy: GPUPolicy, where: Where) -> Check | None:
+    allowed = policy.spec.rules.allowed_resources
+    if allowed is None:
+        return None
+    matches = " || ".join(p.glob(g, "n") for g in allowed) or "false"
+    listed = ", ".join(allowed)
+    return _per_name(
+        where, "gpu-resource-not-allowed",
+        lambda c, n: f"{p.accelerator(n)} && {p.amount(c, n)}.sign() > 0 && !({matches})",
+        lambda c, n: f"{n} + ' is not allowed here; allowed: ' + {p.lit(listed)}")
+
+
+def mig_profile_not_allowed(policy: GPUPolicy, where: Where) -> Check | None:
+    mig = policy.spec.rules.mig
+    if mig is None or mig.allowed_profiles is None:
+        return None
+    allowed = {q.replace(".me", "+me") for q in mig.allowed_profiles}
+    # the names whose profile (policies.resources.mig_profile) is allowed
+    names = sorted({f"nvidia.com/mig-{q}" for q in allowed}
+                   | {f"nvidia.com/mig-{q[:-3]}.me" for q in allowed if q.endswith("+me")})
+    listed = ", ".join(mig.allowed_profiles)
+    profile = ("(n.endsWith('.me') ? n.substring(15, size(n) - 3) + '+me' : n.substring(15))")
+    return _per_name(
+        where, "mig-profile-not-allowed",
+        lambda c, n: f"{n}.startsWith('nvidia.com/mig-') && {p.amount(c, n)}.sign() > 0 && "
+                     f"!({n} in {p.lits(names)})",
+        lambda c, n: f"'MIG profile ' + {profile} + ' is not allowed here; allowed: ' + "
+                     f"{p.lit(listed)}")
+
+
+def shared_memory(policy: GPUPolicy, where: Where) -> Check | None:
+    shared = policy.spec.rules.shared
+    if shared is None or shared.max_memory_gib_per_container is None:
+        return None
+    limit = shared.max_memory_gib_per_container
+    over = " || ".join(
+        f"({{n}} == {p.lit(name)} && {{a}}.isGreaterThan(quantity('{_text(limit / factor)}')))"
+        for name, factor in TO_GIB.items())
+    return _per_fixed(
+        where, "shared-memory-over-policy", tuple(TO_GIB),
+        lambda c, n: "(" + over.replace("{n}", n).replace("{a}", p.amount(c, n)) + ")",
+        lambda c, n: f"'container ' + {_name(c)} + ' asks for ' + {p.raw(c, n)} + ' ' + {n} + "
+                     f"'; at most {limit} GiB allowed'")
+
+
+def _text(value: Fraction) -> str:
+    if value.denominator != 1:
+        raise p.Unsupported(f"{value} is not a whole amount")
+    return str(value.numerator)
+
+
+def visible_devices(policy: GPUPolicy, where: Where) -> Check | None:
+    if not policy.spec.rules.deny_visible_devices_bypass:
+        return None
+    none = p.lits(sorted(NO_DEVICES))
+    value = "(type(e.value) == string ? e.value : string(e.value))"
+    bad_env = (f"has(e.name) && e.name == {p.lit(VISIBLE)} && has(e.value) && e.value != null "
+               f"&& !({value}.trim().lowerAscii() in {none})")
+    bad = f"!{p.gpu_container('c')} && has(c.env) && c.env.exists(e, {bad_env})"
+    cs = where.containers
+    words = (f"c.env.filter(e, {bad_env}).map(e, 'container ' + {_name('c')} + ' requests no "
+             f"GPU but sets {VISIBLE}=' + {value} + ': request a GPU resource or set it to "
+             "none').join('; ')")
+    per_container = _join(f"{cs}.filter(c, {bad}).map(c, {words})")
+    return Check("visible-devices-bypass", f"!{where.specs}.exists(s, {cs}.exists(c, {bad}))",
+                 _join(f"{where.specs}.map(s, {per_container})"))
+
+
+def privileged(policy: GPUPolicy, where: Where) -> Check | None:
+    if not policy.spec.rules.deny_privileged_gpu_containers:
+        return None
+    bad = ("has(c.securityContext) && has(c.securityContext.privileged) && "
+           "c.securityContext.privileged == true")
+    cs = where.containers
+    return Check(
+        "privileged-gpu-container",
+        f"!{where.specs}.exists(s, {gpu_spec(where)} && {cs}.exists(c, {bad}))",
+        _join(f"{where.specs}.map(s, {gpu_spec(where)} ? {cs}.filter(c, {bad}).map(c, "
+              f"'container ' + {_name('c')} + ' is privileged in a GPU pod; it would see every "
+              "GPU of the node').join('; ') : '')"))
+
+
+def node_selector_conflict(policy: GPUPolicy, where: Where) -> Check | None:
+    """The pod names another value for a label the policy's nodeSelector injection sets (the
+    mutating policy has added the label where it was missing)."""
+    selector = policy.spec.inject.node_selector
+    if not selector:
+        return None
+    clash = " || ".join(f"({p.lit(k)} in s.nodeSelector && s.nodeSelector[{p.lit(k)}] != "
+                        f"{p.lit(v)})" for k, v in sorted(selector.items()))
+    words = " + ".join(
+        f"({p.lit(k)} in s.nodeSelector && s.nodeSelector[{p.lit(k)}] != {p.lit(v)} ? "
+        f"'nodeSelector {k}=' + string(s.nodeSelector[{p.lit(k)}]) + ' conflicts with "
+        f"{k}={v} that policy {policy.name} requires; ' : '')"
+        for k, v in sorted(selector.items()))
+    bad = f"{gpu_spec(where)} && has(s.nodeSelector) && ({clash})"
+    return Check("node-selector-conflict", f"!{where.specs}.exists(s, {bad})",
+                 _join(f"{where.specs}.map(s, {bad} ? {words} : '')"))
+
+
+# rule id -> translator, in the engine's report order
+TRANSLATORS: dict[str, Callable[[GPUPolicy, Where], Check | list[Check] | None]] = {
+    "gpu-resource-not-allowed": resource_not_allowed,
+    "gpu-max-per-pod": max_per_pod,
+    "gpu-max-per-container": max_per_container,
+    "mig-profile-not-allowed": mig_profile_not_allowed,
+    "shared-memory-over-policy": shared_memory,
+    "visible-devices-bypass": visible_devices,
+    "privileged-gpu-container": privileged,
+    "node-selector-conflict": node_selector_conflict,
+}

@@ -1,0 +1,205 @@
+"""A policy's `inject` as one MutatingAdmissionPolicy JSON patch (policies/mutate.py's plan for
+this policy alone): tolerations, nodeSelector and node affinity are atomic in the Pod API, so
+ApplyConfiguration may not change them; a JSON patch may. Each op looks at what is there first,
+so a missing list or map is added whole, an entry already there is never added twice, and a
+second run (reinvocation, or another policy's) finds nothing to do.
+
+The expression is CEL returning a list of `JSONPatch{op:, path:, value:}`; pointers into
+lists come from two-variable comprehensions and list-of-lists are flattened (Kubernetes 1.34,
+where mutating admission policies start).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policies.model import GPUPolicy
+from policies.mutate import HIDDEN, VISIBLE_DEVICES, _dump, _toleration_key
+from policies.native import cel_parts as p
+from policies.workloads import PodSpecLocation, WorkloadKind
+
+
+def to_cel(value: Any) -> str:
+    """A JSON value as a CEL literal."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return p.lit(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{p.lit(k)}: {to_cel(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(to_cel(v) for v in value) + "]"
+    raise p.Unsupported(f"a value of type {type(value).__name__}")
+
+
+def op(path: str, value: str) -> str:
+    """One patch op (`path` a CEL string expression, `value` CEL)."""
+    return f'JSONPatch{{op: "add", path: {path}, value: {value}}}'
+
+
+def escape(step: str) -> str:
+    return step.replace("~", "~0").replace("/", "~1")
+
+
+def pointer(steps: tuple[str, ...]) -> str:
+    return "".join("/" + escape(s) for s in steps)
+
+
+def _same(h: str, toleration: dict[str, Any]) -> str:
+    """Toleration `h` in the pod equals `toleration` as policies/mutate.py compares them."""
+    key, operator, value, effect, seconds = _toleration_key(toleration)
+    parts = [f"(has({h}.key) ? {h}.key : '') == {p.lit(key)}",
+             f"(has({h}.operator) && {h}.operator != '' ? {h}.operator : 'Equal') == "
+             f"{p.lit(operator)}",
+             f"(has({h}.value) ? {h}.value : '') == {p.lit(value)}",
+             f"(has({h}.effect) ? {h}.effect : '') == {p.lit(effect)}",
+             f"has({h}.tolerationSeconds) && {h}.tolerationSeconds == {seconds}"
+             if seconds is not None else f"!has({h}.tolerationSeconds)"]
+    return "(" + " && ".join(parts) + ")"
+
+
+def _at(at: str, rest: str) -> str:
+    return at + " + " + p.lit(rest)
+
+
+def _tolerations(policy: GPUPolicy, s: str, at: str) -> str:
+    wanted: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for toleration in map(_dump, policy.spec.inject.tolerations):
+        wanted.setdefault(_toleration_key(toleration), toleration)
+    if not wanted:
+        return ""
+    items = list(wanted.values())
+    append = _at(at, "/tolerations/-")
+    each = " + ".join(f"(!{s}.tolerations.exists(h, {_same('h', t)}) ? "
+                      f"[{op(append, to_cel(t))}] : [])" for t in items)
+    whole = op(_at(at, "/tolerations"), to_cel(items))
+    return f"(!has({s}.tolerations) ? [{whole}] : {each})"
+
+
+def _node_selector(policy: GPUPolicy, s: str, at: str) -> str:
+    selector = dict(sorted(policy.spec.inject.node_selector.items()))
+    if not selector:
+        return ""
+    each = " + ".join(
+        f"(!({p.lit(k)} in {s}.nodeSelector) ? "
+        f"[{op(_at(at, '/nodeSelector/' + escape(k)), p.lit(v))}] : [])"
+        for k, v in selector.items())
+    whole = op(_at(at, "/nodeSelector"), to_cel(selector))
+    return f"(!has({s}.nodeSelector) ? [{whole}] : {each})"
+
+
+def _single(policy: GPUPolicy, s: str, at: str, fields: str) -> list[str]:
+    out = []
+    inject = policy.spec.inject
+    for name, value in (("runtimeClassName", inject.runtime_class_name),
+                        ("priorityClassName", inject.priority_class_name)):
+        if value:
+            set_it = op(_at(at, "/" + name), p.lit(value))
+            out.append(f"({p.lit(name)} in {fields} && (!has({s}.{name}) || {s}.{name} == '') "
+                       f"? [{set_it}] : [])")
+    return out
+
+
+def _limits(s: str, at: str) -> str:
+    """A GPU asked for in a container's requests and not its limits gets the same limit."""
+    out = []
+    for key in ("initContainers", "containers"):
+        req = "c.resources.requests"
+        wanted = f"{p.accelerator('n')} && {p.valid(f'{req}[n]')}"
+        missing = f"{wanted} && !(has(c.resources.limits) && n in c.resources.limits)"
+        base = f"{at} + {p.lit('/' + key + '/')} + string(i) + '/resources/limits'"
+        whole = op(base, f"{req}.transformMap(n, v, {wanted}, v)")
+        each = op(f"{base} + '/' + jsonpatch.escapeKey(n)", f"{req}[n]")
+        body = (f"!has(c.resources.limits) ? ({req}.exists(n, {wanted}) ? [{whole}] : []) : "
+                f"{req}.filter(n, {missing}).map(n, {each})")
+        out.append(f"({has_list(s, key)} ? {s}.{key}.transformList(i, c, has(c.resources) && "
+                   f"has(c.resources.requests), {body}).flatten() : [])")
+    return " + ".join(out)
+
+
+def has_list(s: str, key: str) -> str:
+    return f"has({s}.{key})"
+
+
+def _hide(s: str, at: str) -> str:
+    """Containers without a GPU get NVIDIA_VISIBLE_DEVICES=none (ephemeral ones aside)."""
+    hidden = to_cel(HIDDEN)
+    out = []
+    for key in ("initContainers", "containers"):
+        base = f"{at} + {p.lit('/' + key + '/')} + string(i) + '/env'"
+        wanted = (f"!{p.gpu_container('c')} && !(has(c.env) && c.env.exists(e, has(e.name) && "
+                  f"e.name == {p.lit(VISIBLE_DEVICES)}))")
+        out.append(f"({has_list(s, key)} ? {s}.{key}.transformList(i, c, {wanted}, has(c.env) "
+                   f"? {op(base + ' + ' + p.lit('/-'), hidden)} : {op(base, f'[{hidden}]')}) "
+                   ": [])")
+    return " + ".join(out)
+
+
+def spec_ops(policy: GPUPolicy, s: str, at: str, fields: str) -> str:
+    """The ops for pod spec `s` found at pointer `at` (a CEL string expression), writing
+    only the pod-level fields in the CEL list `fields`."""
+    inject = policy.spec.inject
+    if inject.node_affinity is not None and (inject.node_affinity.required
+                                             or inject.node_affinity.preferred):
+        raise p.Unsupported("its nodeAffinity injection (ANDed into each required term of "
+                            "the pod) is not exported")
+    gpu = []
+    if inject.gpu_limits_from_requests:
+        gpu.append(_limits(s, at))
+    tolerations = _tolerations(policy, s, at)
+    if tolerations:
+        gpu.append(f"('tolerations' in {fields} ? {tolerations} : [])")
+    selector = _node_selector(policy, s, at)
+    if selector:
+        gpu.append(f"('nodeSelector' in {fields} ? {selector} : [])")
+    gpu += _single(policy, s, at, fields)
+    parts = [_hide(s, at)] if inject.hide_gpus_from_non_gpu_containers else []
+    if gpu:
+        is_gpu = (f"({p.containers(s)}.exists(g, {p.gpu_container('g')}) || variables.kai)")
+        parts.append(f"({is_gpu} ? {' + '.join(gpu)} : [])")
+    return " + ".join(parts)
+
+
+def _target(pointer_expr: str, spec: str, kind: WorkloadKind) -> str:
+    return f'{{"p": {pointer_expr}, "s": {spec}, "f": {p.lits(sorted(kind.pod_fields))}}}'
+
+
+def location_targets(kind: WorkloadKind, location: PodSpecLocation) -> str:
+    """The pod specs at `location`, each as {p: its JSON pointer, s: it, f: its kind's pod
+    fields}."""
+    many = [i for i, step in enumerate(location) if step in ("[]", "*")]
+    if not many:
+        guard, expr = p.chain("object", location)
+        return f"(({guard}) ? [{_target(p.lit(pointer(location)), expr, kind)}] : [])"
+    at = many[0]
+    before, step, after = location[:at], location[at], location[at + 1:]
+    guard, outer = p.chain("object", before)
+    inner_guard, inner = p.chain("x", after)
+    key = "string(i)" if step == "[]" else "jsonpatch.escapeKey(i)"
+    where = f"{p.lit(pointer(before) + '/')} + {key} + {p.lit(pointer(after))}"
+    return (f"(({guard}) ? {outer}.transformList(i, x, {inner_guard}, "
+            f"{_target(where, inner, kind)}) : [])")
+
+
+def supported(kind: WorkloadKind) -> str:
+    """Why a kind's pod specs get no mutating policy here, or ""."""
+    if kind.containers:
+        return (f"{kind.kind} ({kind.group or 'core'}) has containers outside the pod spec's "
+                "lists")
+    return p.kind_supported(kind)
+
+
+def targets(kinds: tuple[WorkloadKind, ...]) -> str:
+    """The `targets` variable: every pod spec of the object, with where it is."""
+    return p.dispatch(kinds, lambda kind: " + ".join(
+        location_targets(kind, loc) for loc in kind.locations) or "[]")
+
+
+def patch_expression(policy: GPUPolicy) -> str:
+    """The JSON patch of `policy` over `variables.targets`; "" when it injects nothing."""
+    ops = spec_ops(policy, "t.s", "t.p", "t.f")
+    if not ops:
+        return ""
+    return f"variables.targets.map(t, {ops}).flatten()"
