@@ -4,7 +4,7 @@ and the scheduler would stop the evaluation at the same limit. We refuse it befo
 so a hostile selector (nested loops over literal lists) costs its size, not its loops.
 
 The model follows cel-go's estimator in its large terms: one unit per identifier, field,
-index and call; 10 per list literal and 30 per map literal; a comprehension costs its range,
+index and call; a conditional costs its test and the dearer of its branches; 10 per list literal and 30 per map literal; a comprehension costs its range,
 its init, its result and, per element, its condition and step. Element counts: a literal's
 length; a device's attribute or capacity maps the apiserver's limits (objects.py); anything
 else `UNKNOWN_SIZE`. Exact cost units are not claimed, only which side of the limit an
@@ -191,6 +191,10 @@ def estimate(node: Node, unknown: int = UNKNOWN_SIZE) -> int:
         fixed = sum(estimate(loop[k], unknown) for k in ("range", "init", "result") if k in loop)
         return fixed + _size(loop["range"], unknown) * per if "range" in loop else fixed
     if node.kind == "call":
+        if node.name == "_?_:_" and len(node.children) == 3:
+            # one branch runs: the worst of the two (cel-go's conditional estimate)
+            test, *branches = (estimate(c, unknown) for c in node.children)
+            return test + max(branches)
         below = sum(estimate(c, unknown) for c in node.children)
         if node.name in _FREE:
             return below

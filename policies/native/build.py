@@ -90,7 +90,7 @@ class Note:
 class PolicyExport:
     policy: GPUPolicy
     checks: list[checks.Check] = field(default_factory=list)
-    patch: str = ""
+    patches: list[str] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
     objects: list[dict[str, Any]] = field(default_factory=list)
 
@@ -183,17 +183,17 @@ def _policy(policy: GPUPolicy, kinds: tuple[WorkloadKind, ...],
             found.checks = []
     if map_version != "none" and mutated:
         try:
-            patch = mutations.patch_expression(policy)
+            patches = mutations.patch_expressions(policy)
         except p.Unsupported as exc:
             found.notes.append(Note(policy.name, "spec.inject", "inject",
                                     f"cannot be said in CEL: {exc}; the webhook injects"))
-            patch = ""
-        over = _over_limit(patch, *(v["expression"] for v in _map_variables(mutated))) \
-            if patch else ""
+            patches = []
+        over = _over_limit(*patches, *(v["expression"] for v in _map_variables(mutated))) \
+            if patches else ""
         if over:
             found.notes.append(Note(policy.name, "spec.inject", "inject", over))
-            patch = ""
-        found.patch = patch
+            patches = []
+        found.patches = patches
     elif _injects(policy):
         found.notes.append(Note(policy.name, "spec.inject", "inject",
                                 "no mutating admission policy asked for (--map-version none)"))
@@ -222,8 +222,8 @@ def _variables(kinds: tuple[WorkloadKind, ...]) -> list[dict[str, str]]:
 
 
 def _map_variables(kinds: tuple[WorkloadKind, ...]) -> list[dict[str, str]]:
-    return [{"name": "targets", "expression": mutations.targets(kinds)},
-            {"name": "kai", "expression": p.kai(p.metadata(kinds))}]
+    return [{"name": "kai", "expression": p.kai(p.metadata(kinds))},
+            {"name": "targets", "expression": mutations.targets(kinds)}]
 
 
 def _rules(kinds: tuple[WorkloadKind, ...], operations: list[str]) -> list[dict[str, Any]]:
@@ -297,7 +297,7 @@ def _objects(found: PolicyExport, kinds: tuple[WorkloadKind, ...],
                         "policyName": name,
                         "validationActions": MODE_ACTIONS[policy.spec.mode],
                         "matchResources": {"namespaceSelector": selector}}})
-    if found.patch and map_version != "none":
+    if found.patches and map_version != "none":
         spec = {
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": _rules(mutated, ["CREATE"])},
@@ -306,7 +306,8 @@ def _objects(found: PolicyExport, kinds: tuple[WorkloadKind, ...],
         if conditions:
             spec["matchConditions"] = conditions
         spec["variables"] = _map_variables(mutated)
-        spec["mutations"] = [{"patchType": "JSONPatch", "jsonPatch": {"expression": found.patch}}]
+        spec["mutations"] = [{"patchType": "JSONPatch", "jsonPatch": {"expression": patch}}
+                             for patch in found.patches]
         spec["reinvocationPolicy"] = "IfNeeded"
         api = f"{GROUP}/{map_version}"
         out.append({"apiVersion": api, "kind": "MutatingAdmissionPolicy",

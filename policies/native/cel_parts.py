@@ -175,10 +175,13 @@ def _sections(c: str) -> tuple[tuple[str, str], tuple[str, str]]:
 
 
 def raw(c: str, n: str) -> str:
-    """The text of container `c`'s effective amount of `n` ("0" when it has none)."""
+    """The text of container `c`'s effective amount of `n` ("0" when it has none): its limit,
+    else its request. The API server has checked both are quantities (a Pod's, a template's;
+    a custom resource's quantity that is not one makes the expression fail, and
+    `failurePolicy: Fail` refuses the object, as the webhook's quantity rule does)."""
     (lg, lim), (rg, req) = _sections(c)
-    return (f"({lg} && {n} in {lim} && {valid(f'{lim}[{n}]')} ? string({lim}[{n}]) : "
-            f"{rg} && {n} in {req} && {valid(f'{req}[{n}]')} ? string({req}[{n}]) : '0')")
+    return (f"(({lg} && {n} in {lim}) ? string({lim}[{n}]) : "
+            f"({rg} && {n} in {req}) ? string({req}[{n}]) : '0')")
 
 
 def amount(c: str, n: str) -> str:
@@ -192,28 +195,22 @@ def names(c: str) -> str:
     return f"((({lg}) ? {lim}.map(k, k) : []) + (({rg}) ? {req}.map(k, k) : []))"
 
 
-def _class(n: str) -> str:
-    return f"{n}.substring({len(DEVICE_CLASS_PREFIX)}).lowerAscii()"
-
-
-def mig_class(n: str) -> str:
-    cls = _class(n)
-    return (f"({n}.startsWith({lit(DEVICE_CLASS_PREFIX)}) && ({cls}.startsWith('mig.') || "
-            f"{cls}.contains('.mig.') || {cls}.contains('-mig')))")
-
-
-def gpu_class(n: str) -> str:
-    """A deviceclass.resource.kubernetes.io/<class> name whose class reads as whole GPUs."""
-    cls = _class(n)
-    return (f"({n}.startsWith({lit(DEVICE_CLASS_PREFIX)}) && !{mig_class(n)} && "
-            f"({cls}.contains('gpu') || {cls} in {lits(sorted(GPU_DRIVERS))}))")
+def _served_class(n: str) -> str:
+    """A deviceclass.resource.kubernetes.io/<class> name whose class reads as GPUs or MIG
+    devices (policies.dra.claims._named_kinds; every GPU driver's name but Gaudi's says gpu).
+    The prefix is lowercase, so the class's tests can read the whole name lowercased."""
+    low = f"{n}.lowerAscii()"
+    gaudi = sorted(d for d in GPU_DRIVERS if "gpu" not in d)
+    tests = [f"{low}.startsWith({lit(DEVICE_CLASS_PREFIX + 'mig.')})", f"{low}.contains('.mig.')",
+             f"{low}.contains('-mig')", f"{low}.contains('gpu')",
+             *(f"{low} == {lit(DEVICE_CLASS_PREFIX + d)}" for d in gaudi)]
+    return f"({n}.startsWith({lit(DEVICE_CLASS_PREFIX)}) && ({' || '.join(tests)}))"
 
 
 def accelerator(n: str) -> str:
     """`n` names an accelerator resource (policies.resources.classify)."""
     return (f"({n} in {lits(ACCELERATORS)} || {n}.startsWith('nvidia.com/mig-') || "
-            f"({n}.startsWith('amd.com/') && {n}.contains('_nps')) || {mig_class(n)} || "
-            f"{gpu_class(n)})")
+            f"({n}.startsWith('amd.com/') && {n}.contains('_nps')) || {_served_class(n)})")
 
 
 def counts(n: str) -> str:

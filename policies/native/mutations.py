@@ -103,16 +103,16 @@ def _single(policy: GPUPolicy, s: str, at: str, fields: str) -> list[str]:
 
 
 def _limits(s: str, at: str) -> str:
-    """A GPU asked for in a container's requests and not its limits gets the same limit."""
+    """A GPU asked for in a container's requests and not its limits gets the same limit: a
+    missing `limits` is added empty first, then each name (ops apply in order)."""
     out = []
     for key in ("initContainers", "containers"):
         req = "c.resources.requests"
-        wanted = f"{p.accelerator('n')} && {p.valid(f'{req}[n]')}"
-        missing = f"{wanted} && !(has(c.resources.limits) && n in c.resources.limits)"
+        missing = f"{p.accelerator('n')} && !(has(c.resources.limits) && n in c.resources.limits)"
         base = f"{at} + {p.lit('/' + key + '/')} + string(i) + '/resources/limits'"
-        whole = op(base, f"{req}.transformMap(n, v, {wanted}, v)")
+        empty = op(base, "{}")
         each = op(f"{base} + '/' + jsonpatch.escapeKey(n)", f"{req}[n]")
-        body = (f"!has(c.resources.limits) ? ({req}.exists(n, {wanted}) ? [{whole}] : []) : "
+        body = (f"(!has(c.resources.limits) && {req}.exists(n, {missing}) ? [{empty}] : []) + "
                 f"{req}.filter(n, {missing}).map(n, {each})")
         out.append(f"({has_list(s, key)} ? {s}.{key}.transformList(i, c, has(c.resources) && "
                    f"has(c.resources.requests), {body}).flatten() : [])")
@@ -137,38 +137,41 @@ def _hide(s: str, at: str) -> str:
     return " + ".join(out)
 
 
-def spec_ops(policy: GPUPolicy, s: str, at: str, fields: str) -> str:
+def spec_ops(policy: GPUPolicy, s: str, at: str, fields: str, is_gpu: str) -> list[str]:
     """The ops for pod spec `s` found at pointer `at` (a CEL string expression), writing
-    only the pod-level fields in the CEL list `fields`."""
+    only the pod-level fields in the CEL list `fields`, as up to three lists of ops applied in
+    turn (each its own expression, under the cost limit on its own): the hidden devices, the
+    limits, the pod-level fields."""
     inject = policy.spec.inject
     if inject.node_affinity is not None and (inject.node_affinity.required
                                              or inject.node_affinity.preferred):
         raise p.Unsupported("its nodeAffinity injection (ANDed into each required term of "
                             "the pod) is not exported")
-    gpu = []
+    out = [_hide(s, at)] if inject.hide_gpus_from_non_gpu_containers else []
     if inject.gpu_limits_from_requests:
-        gpu.append(_limits(s, at))
+        out.append(f"({is_gpu} ? {_limits(s, at)} : [])")
+    fields_ops = []
     tolerations = _tolerations(policy, s, at)
     if tolerations:
-        gpu.append(f"('tolerations' in {fields} ? {tolerations} : [])")
+        fields_ops.append(f"('tolerations' in {fields} ? {tolerations} : [])")
     selector = _node_selector(policy, s, at)
     if selector:
-        gpu.append(f"('nodeSelector' in {fields} ? {selector} : [])")
-    gpu += _single(policy, s, at, fields)
-    parts = [_hide(s, at)] if inject.hide_gpus_from_non_gpu_containers else []
-    if gpu:
-        is_gpu = (f"({p.containers(s)}.exists(g, {p.gpu_container('g')}) || variables.kai)")
-        parts.append(f"({is_gpu} ? {' + '.join(gpu)} : [])")
-    return " + ".join(parts)
+        fields_ops.append(f"('nodeSelector' in {fields} ? {selector} : [])")
+    fields_ops += _single(policy, s, at, fields)
+    if fields_ops:
+        out.append(f"({is_gpu} ? {' + '.join(fields_ops)} : [])")
+    return out
 
 
 def _target(pointer_expr: str, spec: str, kind: WorkloadKind) -> str:
-    return f'{{"p": {pointer_expr}, "s": {spec}, "f": {p.lits(sorted(kind.pod_fields))}}}'
+    is_gpu = f"({p.containers(spec)}.exists(g, {p.gpu_container('g')}) || variables.kai)"
+    return (f'{{"p": {pointer_expr}, "s": {spec}, "f": {p.lits(sorted(kind.pod_fields))}, '
+            f'"g": {is_gpu}}}')
 
 
 def location_targets(kind: WorkloadKind, location: PodSpecLocation) -> str:
     """The pod specs at `location`, each as {p: its JSON pointer, s: it, f: its kind's pod
-    fields}."""
+    fields, g: whether it asks for a GPU}: worked out once, for every patch."""
     many = [i for i, step in enumerate(location) if step in ("[]", "*")]
     if not many:
         guard, expr = p.chain("object", location)
@@ -197,9 +200,8 @@ def targets(kinds: tuple[WorkloadKind, ...]) -> str:
         location_targets(kind, loc) for loc in kind.locations) or "[]")
 
 
-def patch_expression(policy: GPUPolicy) -> str:
-    """The JSON patch of `policy` over `variables.targets`; "" when it injects nothing."""
-    ops = spec_ops(policy, "t.s", "t.p", "t.f")
-    if not ops:
-        return ""
-    return f"variables.targets.map(t, {ops}).flatten()"
+def patch_expressions(policy: GPUPolicy) -> list[str]:
+    """The JSON patches of `policy` over `variables.targets`, applied in turn; none when it
+    injects nothing."""
+    return [f"variables.targets.map(t, {ops}).flatten()"
+            for ops in spec_ops(policy, "t.s", "t.p", "t.f", "t.g")]
