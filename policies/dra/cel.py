@@ -82,16 +82,16 @@ def _compare(a: Any, b: Any) -> int:
     raise CelError("no such overload: a quantity compared with a semver")
 
 
-def _quantity(text: str) -> dict[str, str]:
+def _quantity(text: str, parse: Callable[[str], Number] = bounded_quantity) -> dict[str, str]:
     try:
-        return _quantity_value(bounded_quantity(text))
+        return _quantity_value(parse(text))
     except QuantityError as exc:
         raise CelError(f"invalid quantity {text[:64]!r}") from exc
 
 
-def _is_quantity(text: str) -> bool:
+def _is_quantity(text: str, parse: Callable[[str], Number] = bounded_quantity) -> bool:
     try:
-        bounded_quantity(text)
+        parse(text)
     except QuantityError:
         return False
     return True
@@ -129,9 +129,10 @@ def _part(index: int) -> Callable[[Any], int]:
 
 
 def _env(extended: bool, variables: tuple[str, ...] = ("device",),
-         more: tuple[Any, ...] = ()) -> Any:
-    """The environment; `variables` (all dyn) and `more` functions for other uses than DRA
-    selectors (policies/native/evaluate.py: admission policies)."""
+         more: tuple[Any, ...] = (), parse: Callable[[str], Number] = bounded_quantity) -> Any:
+    """The environment; `variables` (all dyn), `more` functions and the quantity parser
+    (`parse`: a pod's quantities are read as the engine reads them, exponents wrapping as in
+    the apiserver) for other uses than DRA selectors (policies/native/evaluate.py)."""
     t = cel.Type
     box = t.Map(t.STRING, t.DYN)
 
@@ -147,8 +148,8 @@ def _env(extended: bool, variables: tuple[str, ...] = ("device",),
         return fn(name, ret, [box, *(extra or [])], impl, member=True)
 
     functions = [
-        fn("quantity", box, [t.STRING], _quantity),
-        fn("isQuantity", t.BOOL, [t.STRING], _is_quantity),
+        fn("quantity", box, [t.STRING], lambda text: _quantity(text, parse)),
+        fn("isQuantity", t.BOOL, [t.STRING], lambda text: _is_quantity(text, parse)),
         cel.FunctionDecl("semver", [
             cel.Overload("k8s_semver_string", box, [t.STRING], impl=_safe(_semver)),
             cel.Overload("k8s_semver_string_bool", box, [t.STRING, t.BOOL],

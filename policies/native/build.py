@@ -144,21 +144,45 @@ def export(policies: Sequence[GPUPolicy], *, kinds: KindTable = WORKLOAD_KINDS,
     kind_notes += [f"{mutations.supported(k)}: nothing injected natively"
                    for k in matched if mutations.supported(k)]
     skip = sorted({*excluded, release_namespace})
-    out = [_policy(policy, tuple(matched), mutated, skip, map_version) for policy in policies]
+    ordered = sorted(policies, key=lambda q: (q.spec.priority, q.name))
+    earlier = {q.name: tuple((k, v) for before in ordered[:i]
+                             for k, v in before.spec.inject.node_selector.items())
+               for i, q in enumerate(ordered)}
+    out = [_policy(policy, tuple(matched), mutated, skip, map_version, earlier[policy.name])
+           for policy in policies]
     facts = [(rid, native_reason(rid)) for rid in sorted(FACTS)]
     return Export(out, tuple(matched), mutated, kind_notes, facts)
 
 
 def _policy(policy: GPUPolicy, kinds: tuple[WorkloadKind, ...],
             mutated: tuple[WorkloadKind, ...], skip: list[str],
-            map_version: MapVersion) -> PolicyExport:
+            map_version: MapVersion, earlier: tuple[tuple[str, str], ...]) -> PolicyExport:
     found = PolicyExport(policy)
-    where = checks.Where(containers=p.containers("s", p.slots_of(kinds, "s")))
+    slots = p.slots_of(kinds, "s")
+    where = checks.Where(slots=slots, containers=p.containers("s", slots), earlier=earlier)
+    if map_version != "none" and mutated:
+        try:
+            patches = mutations.patch_expressions(policy)
+        except p.Unsupported as exc:
+            found.notes.append(Note(policy.name, "spec.inject", "inject",
+                                    f"cannot be said in CEL: {exc}; the webhook injects"))
+            patches = []
+        over = _over_limit(*patches, *(v["expression"] for v in _map_variables(mutated))) \
+            if patches else ""
+        if over:
+            found.notes.append(Note(policy.name, "spec.inject", "inject", over))
+            patches = []
+        found.patches = patches
+    elif _injects(policy):
+        found.notes.append(Note(policy.name, "spec.inject", "inject",
+                                "no mutating admission policy asked for (--map-version none)"))
     for rule_id, setting in SETTINGS.items():
         if not setting(policy):
             continue
         path = _PATHS[rule_id]
         reason = native_reason(rule_id)
+        if rule_id == "node-selector-conflict" and not reason and not found.patches:
+            reason = "its nodeSelector injection is not exported: the webhook judges it too"
         if reason:
             found.notes.append(Note(policy.name, path, rule_id, reason))
             continue
@@ -181,22 +205,6 @@ def _policy(policy: GPUPolicy, kinds: tuple[WorkloadKind, ...],
         if over:
             found.notes += [Note(policy.name, _PATHS[c.rule], c.rule, over) for c in found.checks]
             found.checks = []
-    if map_version != "none" and mutated:
-        try:
-            patches = mutations.patch_expressions(policy)
-        except p.Unsupported as exc:
-            found.notes.append(Note(policy.name, "spec.inject", "inject",
-                                    f"cannot be said in CEL: {exc}; the webhook injects"))
-            patches = []
-        over = _over_limit(*patches, *(v["expression"] for v in _map_variables(mutated))) \
-            if patches else ""
-        if over:
-            found.notes.append(Note(policy.name, "spec.inject", "inject", over))
-            patches = []
-        found.patches = patches
-    elif _injects(policy):
-        found.notes.append(Note(policy.name, "spec.inject", "inject",
-                                "no mutating admission policy asked for (--map-version none)"))
     found.objects = _objects(found, kinds, mutated, skip, map_version)
     return found
 

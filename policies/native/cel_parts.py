@@ -226,7 +226,7 @@ def sidecar(c: str) -> str:
     return f"(has({c}.restartPolicy) && {c}.restartPolicy == 'Always')"
 
 
-def total_over(spec: str, n: str, limit: str) -> tuple[str, str]:
+def total_over(spec: str, n: str, limit: str, slots: str = "") -> tuple[str, str]:
     """The pod's amount of `n` is over `limit` (a double): (app containers and sidecars
     summed over it, an init container plus the sidecars started before it over it). Two
     expressions, each under the cost limit where one would not be."""
@@ -234,9 +234,13 @@ def total_over(spec: str, n: str, limit: str) -> tuple[str, str]:
         return f"{amount(c, n)}.asApproximateFloat()"
     inits = f"({has(spec, 'initContainers')} ? {spec}.initContainers : [])"
     apps = f"({has(spec, 'containers')} ? {spec}.containers : [])"
-    running = (f"({apps}.map(c, {value('c')}) + {inits}.filter(c, {sidecar('c')})"
+    if slots:  # a kind's container-like slots run as app containers
+        apps = f"({apps} + {slots})"
+    # [0.0] first: an empty list's sum is 0 of no type here, 0.0 in the typed apiserver
+    running = (f"([0.0] + {apps}.map(c, {value('c')}) + {inits}.filter(c, {sidecar('c')})"
                f".map(c, {value('c')})).sum()")
-    before = (f"{inits}.transformList(j, d, j < i && {sidecar('d')}, {value('d')}).sum()")
+    before = (f"([0.0] + {inits}.transformList(j, d, j < i && {sidecar('d')}, {value('d')}))"
+              ".sum()")
     peak = f"{inits}.exists(i, c, !{sidecar('c')} && {before} + {value('c')} > {limit})"
     return f"({running} > {limit})", f"({peak})"
 

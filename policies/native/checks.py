@@ -30,8 +30,12 @@ class Where(NamedTuple):
     the object asks for a GPU share by annotation."""
 
     specs: str = "variables.specs"
+    slots: str = ""  # the container-like slots of pod spec `s` (policies.kinds)
     containers: str = p.containers("s")
     kai: str = "variables.kai"
+    # (label, value) the policies before this one (priority, then name) inject: their value
+    # wins, and the engine reports the clash under them, not under this one
+    earlier: tuple[tuple[str, str], ...] = ()
 
 
 def _name(c: str) -> str:
@@ -89,7 +93,7 @@ def max_per_pod(policy: GPUPolicy, where: Where) -> list[Check] | None:
         return None
     whole = p.lits(p.WHOLE)
     out = []
-    for over in p.total_over("s", "n", f"{float(limit)!r}"):
+    for over in p.total_over("s", "n", f"{float(limit)!r}", where.slots):
         out.append(Check(
             "gpu-max-per-pod", f"!{where.specs}.exists(s, {whole}.exists(n, {over}))",
             _join(f"{where.specs}.map(s, {whole}.filter(n, {over}).map(n, 'the pod holds "
@@ -181,18 +185,23 @@ def privileged(policy: GPUPolicy, where: Where) -> Check | None:
 
 def node_selector_conflict(policy: GPUPolicy, where: Where) -> Check | None:
     """The pod names another value for a label the policy's nodeSelector injection sets (the
-    mutating policy has added the label where it was missing)."""
+    mutating policy has added the label where it was missing). A value an earlier policy
+    injects is that policy's to judge (policies/mutate.py: the first policy per key wins)."""
     selector = policy.spec.inject.node_selector
     if not selector:
         return None
-    clash = " || ".join(f"({p.lit(k)} in s.nodeSelector && s.nodeSelector[{p.lit(k)}] != "
-                        f"{p.lit(v)})" for k, v in sorted(selector.items()))
+
+    def clash(k: str, v: str) -> str:
+        theirs = sorted({value for key, value in where.earlier if key == k})
+        have = f"s.nodeSelector[{p.lit(k)}]"
+        spared = f" && !({have} in {p.lits(theirs)})" if theirs else ""
+        return f"({p.lit(k)} in s.nodeSelector && {have} != {p.lit(v)}{spared})"
+    clashes = " || ".join(clash(k, v) for k, v in sorted(selector.items()))
     words = " + ".join(
-        f"({p.lit(k)} in s.nodeSelector && s.nodeSelector[{p.lit(k)}] != {p.lit(v)} ? "
-        f"'nodeSelector {k}=' + string(s.nodeSelector[{p.lit(k)}]) + ' conflicts with "
-        f"{k}={v} that policy {policy.name} requires; ' : '')"
+        f"({clash(k, v)} ? 'nodeSelector {k}=' + string(s.nodeSelector[{p.lit(k)}]) + "
+        f"' conflicts with {k}={v} that policy {policy.name} requires; ' : '')"
         for k, v in sorted(selector.items()))
-    bad = f"{gpu_spec(where)} && has(s.nodeSelector) && ({clash})"
+    bad = f"{gpu_spec(where)} && has(s.nodeSelector) && ({clashes})"
     return Check("node-selector-conflict", f"!{where.specs}.exists(s, {bad})",
                  _join(f"{where.specs}.map(s, {bad} ? {words} : '')"))
 

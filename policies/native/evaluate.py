@@ -19,6 +19,7 @@ from cel_expr_python import cel
 from policies.dra import cel as dra_cel
 from policies.dra.cel_cost import cost
 from policies.dra.cel_library import safe
+from policies.quantity import parse_quantity
 
 # celconfig.PerCallLimit: the most one expression may cost (k8s.io/apiserver/pkg/apis/cel).
 PER_CALL_LIMIT = 1_000_000
@@ -39,7 +40,7 @@ def _escape(key: str) -> str:
 def environment() -> Any:
     escape = cel.FunctionDecl("jsonpatch.escapeKey", [cel.Overload(
         "k8s_jsonpatch_escape_key", cel.Type.STRING, [cel.Type.STRING], impl=safe(_escape))])
-    return dra_cel._env(True, VARIABLES, (escape,))
+    return dra_cel._env(True, VARIABLES, (escape,), parse_quantity)
 
 
 def as_maps(expression: str) -> str:

@@ -1,0 +1,123 @@
+"""Exported policies decide as the engine does: every row of the engine's case tables whose
+decision comes only from exported rules is admitted (tests/native/harness.py plays the API
+server: bindings, match conditions, variables, validations, JSON patches applied with jsonpatch)
+and must give the engine's verdict, the same rules, and the same object after mutation.
+
+A row is eligible when the API server's schema takes the object, the engine's decision is the same without an inventory or claims (the
+native policies see only the object and its namespace), every violation is of a rule exported
+for its policy, the object's kind is matched natively, it is not a ResourceClaim judged on
+its own, and it names no DeviceClass-served resource (DRA demand is counted by the webhook).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from policies.context import Context
+from policies.engine import is_claim, review
+from policies.native.build import Export, export
+from policies.resources import DEVICE_CLASS_PREFIX
+from policies.workloads import WORKLOAD_KINDS
+from tests.engine.casetable import Case, context_for, load_cases
+from tests.native.harness import admit
+
+CASES = load_cases()
+# The fewest eligible rows: fewer means the export (or this filter) lost its reach.
+MIN_ELIGIBLE = 140
+
+
+@cache
+def _exported(names: tuple[str, ...]) -> Export:
+    return export(context_for(next(c for c in CASES if c.policies == names)).policies)
+
+
+def _names_dra(obj: Any) -> bool:
+    text = repr(obj)
+    return DEVICE_CLASS_PREFIX in text
+
+
+def refused_by_schema(obj: Any) -> bool:
+    """The API server's schema refuses a built-in object before any admission policy sees
+    it (a custom resource's schema is its CRD's: not known here)."""
+    if not isinstance(obj.get("kind"), str) or not isinstance(obj.get("apiVersion"), str):
+        return True
+    try:
+        kubernetes_validate.validate(obj, "1.34", strict=False)
+    except kubernetes_validate.ValidationError:
+        return True
+    except (kubernetes_validate.SchemaNotFoundError, kubernetes_validate.InvalidSchemaError):
+        return False
+    return False
+
+
+def why_not(case: Case) -> str:
+    """"" for an eligible row, else why it is not."""
+    context = context_for(case)
+    decision = review(case.object, context, namespace=case.namespace)
+    bare = Context(policies=context.policies, catalog=context.catalog,
+                   namespaces=context.namespaces)
+    alone = review(case.object, bare, namespace=case.namespace)
+    rules = {v.rule for v in decision.violations}
+    exported = _exported(case.policies)
+    done = {(pe.policy.name, c.rule) for pe in exported.policies for c in pe.checks}
+    kind = WORKLOAD_KINDS.find(case.object) if isinstance(case.object, dict) else None
+    if decision.skipped:
+        return "not reviewed by the engine"
+    if not isinstance(case.object, dict) or refused_by_schema(case.object):
+        return "the API server's schema refuses it"
+    if (decision.allowed, rules, decision.mutated) != (
+            alone.allowed, {v.rule for v in alone.violations}, alone.mutated):
+        return "the inventory or claims decide"
+    if any((v.policy, v.rule) not in done for v in decision.violations):
+        return "a rule not exported"
+    if rules and isinstance(case.object, dict) and is_claim(case.object):
+        return "a claim judged on its own"
+    if rules and _names_dra(case.object):
+        return "DRA demand"
+    if kind is not None and kind not in exported.kinds and rules:
+        return "a kind left to the webhook"
+    return ""
+
+
+ELIGIBLE = [c for c in CASES if not why_not(c)]
+
+
+def test_enough_rows_are_eligible() -> None:
+    assert len(ELIGIBLE) >= MIN_ELIGIBLE, f"{len(ELIGIBLE)} of {len(CASES)} rows"
+
+
+@pytest.mark.parametrize("case", ELIGIBLE, ids=lambda c: c.id)
+def test_native_verdict_is_the_engines(case: Case) -> None:
+    context = context_for(case)
+    decision = review(case.object, context, namespace=case.namespace)
+    exported = _exported(case.policies)
+    order = [p.name for p in sorted(context.policies, key=lambda p: (p.spec.priority, p.name))]
+    verdict = admit(case.object, case.namespace, dict(context.namespace_labels(case.namespace)),
+                    exported, order)
+    assert not verdict.errors, verdict.errors
+    assert (verdict.allowed, verdict.rules) == \
+        (decision.allowed, {v.rule for v in decision.violations}), verdict.messages
+    governing = context.governing(case.namespace)
+    injected = {pe.policy.name for pe in exported.policies if pe.patches}
+    if all(p.name in injected or not p.spec.inject.model_dump(exclude_defaults=True)
+           for p in governing) and WORKLOAD_KINDS.find(case.object) in exported.mutated_kinds:
+        assert verdict.mutated == decision.mutated
+
+
+@pytest.mark.parametrize("case", [c for c in ELIGIBLE if c.rules],
+                         ids=lambda c: c.id)
+def test_messages_are_the_engines(case: Case) -> None:
+    """Each refusal's message starts with its rule and holds the engine's words for it."""
+    context = context_for(case)
+    exported = _exported(case.policies)
+    order = [p.name for p in sorted(context.policies, key=lambda p: (p.spec.priority, p.name))]
+    verdict = admit(case.object, case.namespace, dict(context.namespace_labels(case.namespace)),
+                    exported, order)
+    decision = review(case.object, context, namespace=case.namespace)
+    for violation in decision.violations:
+        said = [m for m in verdict.messages if m.startswith(violation.rule + ": ")]
+        assert said, (violation.rule, verdict.messages)
