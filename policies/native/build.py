@@ -158,6 +158,13 @@ def _policy(policy: GPUPolicy, kinds: tuple[WorkloadKind, ...],
             mutated: tuple[WorkloadKind, ...], skip: list[str],
             map_version: MapVersion, earlier: tuple[tuple[str, str], ...]) -> PolicyExport:
     found = PolicyExport(policy)
+    try:
+        _match_conditions(policy)
+    except p.Unsupported as exc:  # whom it governs cannot be said: nothing is exported
+        found.notes.append(Note(policy.name, "spec.namespaces", "*",
+                                f"cannot be said in CEL: {exc}; the whole policy stays in "
+                                "the webhook"))
+        return found
     slots = p.slots_of(kinds, "s")
     where = checks.Where(slots=slots, containers=p.containers("s", slots), earlier=earlier)
     if map_version != "none" and mutated:
