@@ -4,10 +4,11 @@ and the scheduler would stop the evaluation at the same limit. We refuse it befo
 so a hostile selector (nested loops over literal lists) costs its size, not its loops.
 
 The model follows cel-go's estimator in its large terms: one unit per identifier, field,
-index and call; a conditional costs its test and the dearer of its branches; 10 per list literal and 30 per map literal; a comprehension costs its range,
-its init, its result and, per element, its condition and step. Element counts: a literal's
-length; a device's attribute or capacity maps the apiserver's limits (objects.py); anything
-else `UNKNOWN_SIZE`. Exact cost units are not claimed, only which side of the limit an
+index and call; a conditional costs its test and the dearer of its branches; 10 per list
+literal and 30 per map literal; a comprehension costs its range, its init, its result and,
+per element, its condition and step. Element counts: a literal's length; a device's
+attribute or capacity maps the apiserver's limits (objects.py); anything else
+`UNKNOWN_SIZE` (or the caller's bound: policies/native holds admission policies to one). Exact cost units are not claimed, only which side of the limit an
 expression falls (tests/dra/upstream/cel.yaml holds the apiserver's own figures).
 
 The checked AST comes from cel-cpp's serialized CheckedExpr (protobuf wire format, read

@@ -59,6 +59,8 @@ OFFLINE = [
     ("review", ["review", MANIFESTS], {1}),
     ("policy-check", ["policy", "check", "tests/lint/fixtures/policies/teams.yaml"], {0}),
     ("schema", ["schema"], {0}),
+    ("export", ["export"], {0}),
+    ("export-help", ["export", "--help"], {0}),
     ("test", ["test", "policies/defaults-tests/suite.yaml"], {0}),
     ("completion", ["completion", "bash"], {0}),
     ("serve-help", ["serve", "--help"], {0}),

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-import yaml
-
-from policies.loading import PolicyLoadError
-from policies.native.build import Export, export
 from webhook.commands import options
-from webhook.inputs.sources import SourceError, load_policies
+
+if TYPE_CHECKING:  # the translation (and CEL, to hold it to the cost limit) loads when run
+    from policies.native.build import Export
 
 FORMATS = ("yaml", "json")
 
@@ -37,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from policies.loading import PolicyLoadError
+    from policies.native.build import export
+    from webhook.inputs.sources import SourceError, load_policies
     try:
         policies = load_policies(args.policies)
     except (SourceError, PolicyLoadError) as exc:
@@ -59,6 +60,7 @@ def header(found: Export) -> list[str]:
 
 
 def render_yaml(found: Export) -> str:
+    import yaml
     head = "".join(f"# {line}\n" for line in header(found))
     docs = [yaml.safe_dump(o, sort_keys=False, width=100) for o in found.objects]
     return head + "".join(f"---\n{d}" for d in docs)
