@@ -9,7 +9,8 @@ literal and 30 per map literal; a comprehension costs its range, its init, its r
 per element, its condition and step. Element counts: a literal's length; a device's
 attribute or capacity maps the apiserver's limits (objects.py); anything else
 `UNKNOWN_SIZE` (or the caller's bound: policies/native holds admission policies to one).
-Exact cost units are not claimed, only which side of the limit an expression falls (tests/dra/upstream/cel.yaml holds the apiserver's own figures).
+Exact cost units are not claimed, only which side of the limit an expression falls
+(tests/dra/upstream/cel.yaml holds the apiserver's own figures).
 
 The checked AST comes from cel-cpp's serialized CheckedExpr (protobuf wire format, read
 here field by field: the proto classes are not shipped with cel-expr-python).
