@@ -232,13 +232,16 @@ def _over_limit(*expressions: str) -> str:
 
 
 def _variables(kinds: tuple[WorkloadKind, ...]) -> list[dict[str, str]]:
-    return [{"name": "specs", "expression": p.specs(kinds)},
+    return [{"name": "resource", "expression": p.RESOURCE_EXPRESSION},
+            {"name": "specs", "expression": p.specs(kinds)},
             {"name": "kai", "expression": p.kai(p.metadata(kinds))}]
 
 
 def _map_variables(kinds: tuple[WorkloadKind, ...]) -> list[dict[str, str]]:
-    return [{"name": "kai", "expression": p.kai(p.metadata(kinds))},
-            {"name": "targets", "expression": mutations.targets(kinds)}]
+    return [{"name": "resource", "expression": p.RESOURCE_EXPRESSION},
+            {"name": "kai", "expression": p.kai(p.metadata(kinds))},
+            {"name": "found", "expression": mutations.found(kinds)},
+            {"name": "targets", "expression": mutations.targets()}]
 
 
 def _rules(kinds: tuple[WorkloadKind, ...], operations: list[str]) -> list[dict[str, Any]]:

@@ -101,7 +101,9 @@ def request_is(kind: WorkloadKind) -> str:
     return f"{RESOURCE} == {lit(kind.group + '/' + kind.resource)}"
 
 
-RESOURCE = "(request.resource.group + '/' + request.resource.resource)"
+# The request's group/resource: a variable of every exported policy, the key of dispatch().
+RESOURCE_EXPRESSION = "request.resource.group + '/' + request.resource.resource"
+RESOURCE = "variables.resource"
 
 
 def dispatch(kinds: Iterable[WorkloadKind], branch: Callable[[WorkloadKind], str]) -> str:

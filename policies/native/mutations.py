@@ -164,14 +164,12 @@ def spec_ops(policy: GPUPolicy, s: str, at: str, fields: str, is_gpu: str) -> li
 
 
 def _target(pointer_expr: str, spec: str, kind: WorkloadKind) -> str:
-    is_gpu = f"({p.containers(spec)}.exists(g, {p.gpu_container('g')}) || variables.kai)"
-    return (f'{{"p": {pointer_expr}, "s": {spec}, "f": {p.lits(sorted(kind.pod_fields))}, '
-            f'"g": {is_gpu}}}')
+    return f'{{"p": {pointer_expr}, "s": {spec}, "f": {p.lits(sorted(kind.pod_fields))}}}'
 
 
 def location_targets(kind: WorkloadKind, location: PodSpecLocation) -> str:
     """The pod specs at `location`, each as {p: its JSON pointer, s: it, f: its kind's pod
-    fields, g: whether it asks for a GPU}: worked out once, for every patch."""
+    fields}."""
     many = [i for i, step in enumerate(location) if step in ("[]", "*")]
     if not many:
         guard, expr = p.chain("object", location)
@@ -194,10 +192,17 @@ def supported(kind: WorkloadKind) -> str:
     return p.kind_supported(kind)
 
 
-def targets(kinds: tuple[WorkloadKind, ...]) -> str:
-    """The `targets` variable: every pod spec of the object, with where it is."""
+def found(kinds: tuple[WorkloadKind, ...]) -> str:
+    """The `found` variable: every pod spec of the object, with where it is."""
     return p.dispatch(kinds, lambda kind: " + ".join(
         location_targets(kind, loc) for loc in kind.locations) or "[]")
+
+
+def targets() -> str:
+    """The `targets` variable: each of `found` with g, whether it asks for a GPU, worked out
+    once for every patch."""
+    is_gpu = f"({p.containers('t.s')}.exists(g, {p.gpu_container('g')}) || variables.kai)"
+    return f'variables.found.map(t, {{"p": t.p, "s": t.s, "f": t.f, "g": {is_gpu}}})'
 
 
 def patch_expressions(policy: GPUPolicy) -> list[str]:
