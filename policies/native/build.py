@@ -22,7 +22,7 @@ from typing import Any, Literal
 from policies.model import GPUPolicy
 from policies.native import cel_parts as p
 from policies.native import checks, mutations
-from policies.native.evaluate import PER_CALL_LIMIT, estimated_cost
+from policies.native.evaluate import PER_CALL_LIMIT, RUNTIME_BUDGET, estimated_cost
 from policies.rules import FACTS, RULES
 from policies.workloads import WORKLOAD_KINDS, KindTable, WorkloadKind
 
@@ -212,6 +212,21 @@ def _policy(policy: GPUPolicy, kinds: tuple[WorkloadKind, ...],
         if over:
             found.notes += [Note(policy.name, _PATHS[c.rule], c.rule, over) for c in found.checks]
             found.checks = []
+    # every expression of one binding shares the runtime budget: the last checks give way
+    spent = sum(estimated_cost(v["expression"]) or 0 for v in variables)
+    kept: list[checks.Check] = []
+    for rule_id in dict.fromkeys(c.rule for c in found.checks):
+        made = [c for c in found.checks if c.rule == rule_id]
+        cost = sum((estimated_cost(c.expression) or 0) + (estimated_cost(c.message) or 0)
+                   for c in made)
+        if spent + cost > RUNTIME_BUDGET:
+            found.notes.append(Note(policy.name, _PATHS[rule_id], rule_id,
+                                    "the policy's expressions together would exceed the API "
+                                    f"server's runtime budget of {RUNTIME_BUDGET:,} per binding"))
+            continue
+        spent += cost
+        kept += made
+    found.checks = kept
     found.objects = _objects(found, kinds, mutated, skip, map_version)
     return found
 
