@@ -16,6 +16,7 @@ from typing import Any
 from policies.model import GPUPolicy
 from policies.mutate import HIDDEN, VISIBLE_DEVICES, _dump, _toleration_key
 from policies.native import cel_parts as p
+from policies.shape import PREFERRED, REQUIRED
 from policies.workloads import PodSpecLocation, WorkloadKind
 
 
@@ -102,6 +103,75 @@ def _single(policy: GPUPolicy, s: str, at: str, fields: str) -> list[str]:
     return out
 
 
+def _same_requirement(h: str, r: dict[str, Any]) -> str:
+    """Node selector requirement `h` in the pod equals `r` (policies/mutate.py compares the
+    dicts: key, operator and values, an absent list being an empty one)."""
+    values = to_cel(list(r.get("values", [])))
+    return (f"({h}.key == {p.lit(r['key'])} && {h}.operator == {p.lit(r['operator'])} && "
+            f"(has({h}.values) ? {h}.values : []) == {values})")
+
+
+def _same_term(h: str, t: dict[str, Any]) -> str:
+    """Preferred scheduling term `h` equals `t`: its weight, and each part of its preference
+    requirement by requirement, in order."""
+    parts = [f"{h}.weight == {t['weight']}"]
+    preference = t.get("preference", {})
+    for name in ("matchExpressions", "matchFields"):
+        wanted = preference.get(name, [])
+        have = f"{h}.preference.{name}"
+        if not wanted:
+            parts.append(f"(!has({h}.preference) || !has({have}) || size({have}) == 0)")
+            continue
+        same = " && ".join(_same_requirement(f"{have}[{i}]", r) for i, r in enumerate(wanted))
+        parts.append(f"has({h}.preference) && has({have}) && size({have}) == {len(wanted)} "
+                     f"&& {same}")
+    return "(" + " && ".join(parts) + ")"
+
+
+def _node_affinity(policy: GPUPolicy, s: str, at: str) -> str:
+    """The policy's required requirements ANDed into every required term (a term list made
+    when there is none), its preferred terms appended when not there."""
+    wanted = policy.spec.inject.node_affinity
+    if wanted is None or not (wanted.required or wanted.preferred):
+        return ""
+    required = [_dump(r) for r in wanted.required]
+    preferred = [_dump(t) for t in wanted.preferred]
+    whole: dict[str, Any] = {}
+    if required:
+        whole[REQUIRED] = {"nodeSelectorTerms": [{"matchExpressions": required}]}
+    if preferred:
+        whole[PREFERRED] = preferred
+    na = f"{s}.affinity.nodeAffinity"
+    base = "/affinity/nodeAffinity"
+    parts = []
+    if required:
+        req, terms = f"{na}.{REQUIRED}", f"{na}.{REQUIRED}.nodeSelectorTerms"
+        terms_at = f"{base}/{REQUIRED}/nodeSelectorTerms"
+        fresh = to_cel([{"matchExpressions": required}])
+        term_at = _at(at, terms_at + "/") + " + string(i) + "
+        append = term_at + p.lit("/matchExpressions/-")
+        per_term = " + ".join(
+            f"(has(term.matchExpressions) ? (!term.matchExpressions.exists(h, "
+            f"{_same_requirement('h', r)}) ? [{op(append, to_cel(r))}] : []) : [])"
+            for r in required)
+        made = op(term_at + p.lit("/matchExpressions"), to_cel(required))
+        missing = f"(!has(term.matchExpressions) ? [{made}] : [])"
+        parts.append(
+            f"(!has({req}) ? [{op(_at(at, base + '/' + REQUIRED), to_cel(whole[REQUIRED]))}] : "
+            f"!has({terms}) || size({terms}) == 0 ? [{op(_at(at, terms_at), fresh)}] : "
+            f"{terms}.transformList(i, term, true, {missing} + {per_term}).flatten())")
+    if preferred:
+        pref = f"{na}.{PREFERRED}"
+        each = " + ".join(
+            f"(!{pref}.exists(h, {_same_term('h', t)}) ? "
+            f"[{op(_at(at, base + '/' + PREFERRED + '/-'), to_cel(t))}] : [])" for t in preferred)
+        parts.append(f"(!has({pref}) ? [{op(_at(at, base + '/' + PREFERRED), to_cel(preferred))}]"
+                     f" : {each})")
+    inside = " + ".join(parts)
+    return (f"(!has({s}.affinity) ? [{op(_at(at, '/affinity'), to_cel({'nodeAffinity': whole}))}]"
+            f" : !has({na}) ? [{op(_at(at, base), to_cel(whole))}] : {inside})")
+
+
 def _limits(s: str, at: str) -> str:
     """A GPU asked for in a container's requests and not its limits gets the same limit: a
     missing `limits` is added empty first, then each name (ops apply in order)."""
@@ -143,10 +213,6 @@ def spec_ops(policy: GPUPolicy, s: str, at: str, fields: str, is_gpu: str) -> li
     turn (each its own expression, under the cost limit on its own): the hidden devices, the
     limits, the pod-level fields."""
     inject = policy.spec.inject
-    if inject.node_affinity is not None and (inject.node_affinity.required
-                                             or inject.node_affinity.preferred):
-        raise p.Unsupported("its nodeAffinity injection (ANDed into each required term of "
-                            "the pod) is not exported")
     out = [_hide(s, at)] if inject.hide_gpus_from_non_gpu_containers else []
     if inject.gpu_limits_from_requests:
         out.append(f"({is_gpu} ? {_limits(s, at)} : [])")
@@ -157,6 +223,9 @@ def spec_ops(policy: GPUPolicy, s: str, at: str, fields: str, is_gpu: str) -> li
     selector = _node_selector(policy, s, at)
     if selector:
         fields_ops.append(f"('nodeSelector' in {fields} ? {selector} : [])")
+    affinity = _node_affinity(policy, s, at)
+    if affinity:
+        fields_ops.append(f"('affinity' in {fields} ? {affinity} : [])")
     fields_ops += _single(policy, s, at, fields)
     if fields_ops:
         out.append(f"({is_gpu} ? {' + '.join(fields_ops)} : [])")
