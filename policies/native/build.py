@@ -247,9 +247,12 @@ def _over_limit(*expressions: str) -> str:
 
 
 def _variables(kinds: tuple[WorkloadKind, ...]) -> list[dict[str, str]]:
+    slots = p.slots_of(kinds, "s")
+    where = checks.Where(slots=slots, containers=p.containers("s", slots))
     return [{"name": "resource", "expression": p.RESOURCE_EXPRESSION},
             {"name": "specs", "expression": p.specs(kinds)},
-            {"name": "kai", "expression": p.kai(p.metadata(kinds))}]
+            {"name": "kai", "expression": p.kai(p.metadata(kinds))},
+            {"name": "gpu", "expression": checks.gpu_specs(where)}]
 
 
 def _map_variables(kinds: tuple[WorkloadKind, ...]) -> list[dict[str, str]]:

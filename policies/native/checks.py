@@ -8,15 +8,21 @@ does not set the rule, raises cel_parts.Unsupported when it cannot be said in CE
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import NamedTuple
 
+from policies.catalog import Catalog
+from policies.inventory import PRODUCT_LABELS
 from policies.model import GPUPolicy
 from policies.native import cel_parts as p
 from policies.rules.shared_memory_over_policy import TO_GIB
 from policies.rules.visible_devices_bypass import NAME as VISIBLE
 from policies.rules.visible_devices_bypass import NO_DEVICES
+from policies.shape import REQUIRED
+
+normalize = Catalog.normalize
 
 
 class Check(NamedTuple):
@@ -59,9 +65,16 @@ def _per_name(where: Where, rule: str, bad: Callable[[str, str], str],
     return Check(rule, expression, message)
 
 
+def gpu_specs(where: Where) -> str:
+    """The `gpu` variable: whether each pod spec asks for a GPU (policies.resources.PodDemand
+    .gpu, DRA claims aside), worked out once for every check that asks."""
+    return f"{where.specs}.map(s, {where.containers}.exists(g, {p.gpu_container('g')}) || " \
+           f"{where.kai})"
+
+
 def gpu_spec(where: Where) -> str:
-    """Pod spec `s` asks for a GPU (policies.resources.PodDemand.gpu, DRA claims aside)."""
-    return f"({where.containers}.exists(g, {p.gpu_container('g')}) || {where.kai})"
+    """Pod spec `s`, the `i`th, asks for a GPU."""
+    return "variables.gpu[i]"
 
 
 def _per_fixed(where: Where, rule: str, names: tuple[str, ...],
@@ -177,8 +190,8 @@ def privileged(policy: GPUPolicy, where: Where) -> Check | None:
     cs = where.containers
     return Check(
         "privileged-gpu-container",
-        f"!{where.specs}.exists(s, {gpu_spec(where)} && {cs}.exists(c, {bad}))",
-        _join(f"{where.specs}.map(s, {gpu_spec(where)} ? {cs}.filter(c, {bad}).map(c, "
+        f"!{where.specs}.exists(i, s, {gpu_spec(where)} && {cs}.exists(c, {bad}))",
+        _join(f"{where.specs}.transformList(i, s, {gpu_spec(where)} ? {cs}.filter(c, {bad}).map(c, "
               f"'container ' + {_name('c')} + ' is privileged in a GPU pod; it would see every "
               "GPU of the node').join('; ') : '')"))
 
@@ -202,8 +215,59 @@ def node_selector_conflict(policy: GPUPolicy, where: Where) -> Check | None:
         f"' conflicts with {k}={v} that policy {policy.name} requires; ' : '')"
         for k, v in sorted(selector.items()))
     bad = f"{gpu_spec(where)} && has(s.nodeSelector) && ({clashes})"
-    return Check("node-selector-conflict", f"!{where.specs}.exists(s, {bad})",
-                 _join(f"{where.specs}.map(s, {bad} ? {words} : '')"))
+    return Check("node-selector-conflict", f"!{where.specs}.exists(i, s, {bad})",
+                 _join(f"{where.specs}.transformList(i, s, {bad} ? {words} : '')"))
+
+
+def _model_regex(allowed: Sequence[str], joined: bool = False) -> str:
+    """What a product label value must match to be one of the models `allowed`
+    (policies.catalog.models_equal: case, surrounding spaces, spaces for dashes, one `nvidia-`
+    prefix and the `-MIG-...` and `-SHARED` suffixes GPU feature discovery writes). `joined`:
+    a list of values joined by commas, every one of them a model allowed (a label value has no
+    comma, so the suffix stops at one)."""
+    def one(model: str) -> str:
+        body = "[- ]".join(re.escape(part) for part in model.split("-"))
+        return f"nvidia[- ]{body}" if model.startswith("nvidia-") else f"(nvidia[- ])?{body}"
+    models = "|".join(one(normalize(a)) for a in allowed)
+    value = f"\\s*({models})(([- ]mig[- ][^,]*)|[- ]mig)?([- ]shared)?\\s*"
+    return f"(?i)^{value}(,{value})*$" if joined else f"(?i)^{value}$"
+
+
+def model_not_allowed(policy: GPUPolicy, where: Where) -> Check | None:
+    """The models a GPU pod pins itself to (policies.view.targeted_products: the product
+    labels of its nodeSelector, `In` values of its required node affinity) are allowed."""
+    allowed = policy.spec.rules.allowed_models
+    if allowed is None:
+        return None
+
+    pattern = p.lit(_model_regex(allowed)) if allowed else ""
+    every = p.lit(_model_regex(allowed, joined=True)) if allowed else ""
+
+    def ok(v: str) -> str:
+        return f"{v}.matches({pattern})" if allowed else "false"
+    labels = p.lits(PRODUCT_LABELS)
+    required = f"s.affinity.nodeAffinity.{REQUIRED}"
+    terms = (f"(has(s.affinity) && has(s.affinity.nodeAffinity) && has({required}) && "
+             f"has({required}.nodeSelectorTerms) ? {required}.nodeSelectorTerms : [])")
+    pins = f"e.key in {labels} && e.operator == 'In' && has(e.values)"
+    selected = f"(has(s.nodeSelector) ? {labels}.filter(k, k in s.nodeSelector) : [])"
+    bad_selector = f"{selected}.exists(k, !({ok('s.nodeSelector[k]')}))"
+    all_ok = f"(size(e.values) == 0 || e.values.join(',').matches({every}))" if allowed \
+        else "size(e.values) == 0"
+    bad_terms = (f"{terms}.exists(t, has(t.matchExpressions) && t.matchExpressions.exists(e, "
+                 f"{pins} && !{all_ok}))")
+    bad = f"{gpu_spec(where)} && ({bad_selector} || {bad_terms})"
+    said = f"' is not allowed here; allowed: ' + {p.lit(', '.join(allowed))}"
+    from_selector = (f"{selected}.filter(k, !({ok('s.nodeSelector[k]')})).map(k, 'GPU model ' "
+                     f"+ s.nodeSelector[k] + {said})")
+    # one regex over each requirement's values joined: per value would cost ten times more
+    from_terms = (f"{terms}.map(t, has(t.matchExpressions) ? t.matchExpressions.filter(e, "
+                  f"{pins} && !{all_ok}).map(e, 'GPU model ' + e.values.join(' or ') + "
+                  f"{said}).join('; ') : '')")
+    words = _join(f"({from_selector} + {from_terms})")
+    # (the message leaves out the GPU test the expression made: its cost would double)
+    return Check("gpu-model-not-allowed", f"!{where.specs}.exists(i, s, {bad})",
+                 _join(f"{where.specs}.map(s, {words})"))
 
 
 # rule id -> translator, in the engine's report order
@@ -211,6 +275,7 @@ TRANSLATORS: dict[str, Callable[[GPUPolicy, Where], Check | list[Check] | None]]
     "gpu-resource-not-allowed": resource_not_allowed,
     "gpu-max-per-pod": max_per_pod,
     "gpu-max-per-container": max_per_container,
+    "gpu-model-not-allowed": model_not_allowed,
     "mig-profile-not-allowed": mig_profile_not_allowed,
     "shared-memory-over-policy": shared_memory,
     "visible-devices-bypass": visible_devices,

@@ -26,7 +26,7 @@ from policies.view import ClaimView, PodView
 
 ID = "gpu-model-not-allowed"
 INTRINSIC = False
-NATIVE = "Not translated yet: pinned models are read with the catalog's name rules."
+NATIVE = ""
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
