@@ -93,10 +93,10 @@ UNSAYABLE = [
     ("{rules: {allowedResources: ['nvidia.com/[gm]pu'], maxGPUsPerContainer: 2}}",
      "spec.rules.allowedResources", {"gpu-max-per-container"}),
     ("{namespaces: ['team-[ab]'], rules: {maxGPUsPerContainer: 2}}", "spec.namespaces", set()),
-    ("{inject: {nodeSelector: {a: b}, nodeAffinity: {required: [{key: k, operator: Exists}]}}}",
-     "spec.inject", set()),
-    ("{rules: {allowedModels: [NVIDIA-L4], requireHardwareMatch: true}}",
-     "spec.rules.allowedModels", set()),
+    ("{rules: {mig: {maxInstancesPerPod: 2}, requireHardwareMatch: true}}",
+     "spec.rules.mig.maxInstancesPerPod", set()),
+    ("{rules: {dra: {allowedDeviceClasses: [gpu.nvidia.com]}, maxGPUsPerPod: 4}}",
+     "spec.rules.dra.allowedDeviceClasses", {"gpu-max-per-pod"}),
 ]
 
 
