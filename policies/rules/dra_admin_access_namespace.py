@@ -18,7 +18,7 @@ from policies.view import ClaimView
 
 ID = "dra-admin-access-namespace"
 INTRINSIC = True
-NATIVE = 'It reads ResourceClaims, which the pod only names: the claims are inventory.'
+NATIVE = "It reads ResourceClaims, which the pod only names: the claims are inventory."
 LABEL = "resource.kubernetes.io/admin-access"
 
 

@@ -18,7 +18,7 @@ from policies.view import PodView
 
 ID = "dra-claim-shared-by-replicas"
 INTRINSIC = True
-NATIVE = 'It reads the ResourceClaim a workload names, which is inventory.'
+NATIVE = "It reads the ResourceClaim a workload names, which is inventory."
 FAMILIES = frozenset({"dra"})
 
 

@@ -20,8 +20,7 @@ from policies.view import ClaimView, PodView
 
 ID = "dra-device-class-not-allowed"
 INTRINSIC = False
-NATIVE = (
-    "A pod's classes are in the ResourceClaims it names (inventory); claims not translated.")
+NATIVE = "A pod's classes are in the ResourceClaims it names (inventory); claims not translated."
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

@@ -20,7 +20,7 @@ from policies.view import ClaimView
 
 ID = "dra-selector-invalid"
 INTRINSIC = True
-NATIVE = 'The API server compiles DRA selectors itself and refuses a bad one.'
+NATIVE = "The API server compiles DRA selectors itself and refuses a bad one."
 
 
 def check_claim(view: ClaimView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

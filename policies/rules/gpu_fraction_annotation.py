@@ -20,7 +20,7 @@ from policies.view import PodView
 
 ID = "gpu-fraction-annotation"
 INTRINSIC = True
-NATIVE = 'Not translated yet: KAI annotation checks (a fact the webhook reports).'
+NATIVE = "Not translated yet: KAI annotation checks (a fact the webhook reports)."
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

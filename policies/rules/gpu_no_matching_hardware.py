@@ -23,7 +23,7 @@ from policies.view import PodView
 
 ID = "gpu-no-matching-hardware"
 INTRINSIC = False
-NATIVE = 'It needs the node inventory.'
+NATIVE = "It needs the node inventory."
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

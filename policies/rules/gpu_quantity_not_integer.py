@@ -22,7 +22,7 @@ from policies.view import PodView
 
 ID = "gpu-quantity-not-integer"
 INTRINSIC = True
-NATIVE = 'The API server refuses a non-integer extended resource in a pod itself.'
+NATIVE = "The API server refuses a non-integer extended resource in a pod itself."
 HINT = ("for a share of a GPU use a MIG profile, HAMi nvidia.com/gpumem / nvidia.com/gpucores, "
         "or a memory unit (aliyun.com/gpu-mem is in GiB)")
 

@@ -17,8 +17,7 @@ from policies.view import PodView
 
 ID = "gpu-request-limit-mismatch"
 INTRINSIC = True
-NATIVE = (
-    "The API server refuses requests unequal to limits for extended resources itself.")
+NATIVE = "The API server refuses requests unequal to limits for extended resources itself."
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

@@ -18,7 +18,7 @@ from policies.view import PodView
 
 ID = "gpu-request-without-limit"
 INTRINSIC = True
-NATIVE = 'The API server refuses an extended resource request without a limit itself.'
+NATIVE = "The API server refuses an extended resource request without a limit itself."
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

@@ -20,8 +20,7 @@ from policies.view import PodView
 
 ID = "gpu-scheduler-mismatch"
 INTRINSIC = True
-NATIVE = (
-    "Not translated yet: scheduler and sharing-family pairing (a fact the webhook reports).")
+NATIVE = "Not translated yet: scheduler and sharing-family pairing (a fact the webhook reports)."
 FAMILIES = frozenset({"hami", "volcano-vgpu"})
 HAMI_SCHEDULERS = frozenset({"", "default-scheduler", "hami-scheduler"})
 

@@ -19,7 +19,7 @@ from policies.view import PodView
 
 ID = "gpu-shared-request-over-one"
 INTRINSIC = True
-NATIVE = 'Not translated yet: shared-GPU count facts stay in the webhook.'
+NATIVE = "Not translated yet: shared-GPU count facts stay in the webhook."
 NAME = "nvidia.com/gpu.shared"
 
 

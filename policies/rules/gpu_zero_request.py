@@ -16,7 +16,7 @@ from policies.view import PodView
 
 ID = "gpu-zero-request"
 INTRINSIC = True
-NATIVE = 'Not translated yet: a zero GPU request (a fact the webhook reports).'
+NATIVE = "Advice (a warning): one binding has one action for all its validations."
 _HIDDEN = {"none", "void", ""}
 
 

@@ -20,7 +20,7 @@ from policies.view import ClaimView, PodView
 
 ID = "mig-instances-over-policy"
 INTRINSIC = False
-NATIVE = "Not translated yet: the per-pod sum over every MIG profile's name."
+NATIVE = "Not translated: the per-pod sum over every MIG resource name."
 FAMILIES = frozenset({"mig"})
 
 

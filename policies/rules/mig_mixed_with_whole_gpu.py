@@ -20,7 +20,7 @@ from policies.view import PodView
 
 ID = "mig-mixed-with-whole-gpu"
 INTRINSIC = True
-NATIVE = 'Not translated yet: MIG and whole GPUs in one pod (a fact the webhook reports).'
+NATIVE = "Whether a node runs both depends on the inventory's MIG strategy."
 FAMILIES = frozenset({"mig"})
 
 

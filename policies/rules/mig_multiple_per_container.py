@@ -18,7 +18,7 @@ from policies.view import PodView
 
 ID = "mig-multiple-per-container"
 INTRINSIC = True
-NATIVE = 'Not translated yet: several MIG profiles in one container (a fact).'
+NATIVE = "Advice (a warning): one binding has one action for all its validations."
 FAMILIES = frozenset({"mig"})
 
 

@@ -18,7 +18,7 @@ from policies.view import PodView
 
 ID = "shared-core-invalid"
 INTRINSIC = True
-NATIVE = 'Not translated yet: shared-core percentages (a fact the webhook reports).'
+NATIVE = "Not translated yet: shared-core percentages (a fact the webhook reports)."
 FAMILIES = SHARED_FAMILIES
 PERCENT = ("nvidia.com/gpucores", "nvidia.com/gpumem-percentage",
            "volcano.sh/vgpu-cores", "volcano.sh/vgpu-memory-percentage")

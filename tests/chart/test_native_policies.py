@@ -44,10 +44,30 @@ def test_beside_the_webhook() -> None:
                 assert obj["apiVersion"] == "admissionregistration.k8s.io/v1"
             kubernetes_validate.validate(obj, "1.36", strict=True)
         if obj["kind"] in NATIVE and obj["kind"].endswith("Binding"):
-            excluded = obj["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][-1]
-            assert excluded == {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
-                                "values": sorted([NAMESPACE, "kube-system"])}
+            assert obj["spec"]["matchResources"]["namespaceSelector"] == _webhook_selector(
+                objects, first=BUNDLED_SELECTOR)
     assert RELEASE_PLACEHOLDER not in repr(objects)
+
+
+# the bundled policy's own namespaceSelector (the GPU stack's namespaces)
+BUNDLED_SELECTOR = {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                    "values": ["gpu-operator", "nvidia-gpu-operator", "nvidia-device-plugin",
+                               "hami-system", "volcano-system", "kube-node-lease"]}
+
+
+def _webhook_selector(objects: tuple[dict[str, Any], ...],
+                      first: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The webhooks' namespaceSelector, after the policy's own expressions."""
+    [config] = [o for o in objects if o["kind"] == "ValidatingWebhookConfiguration"]
+    selector = config["webhooks"][0]["namespaceSelector"]
+    return {"matchExpressions": [*([first] if first else []), *selector["matchExpressions"]]}
+
+
+def test_the_webhooks_exclusions_apply() -> None:
+    objects = render(extra=(*ON, "--set", "webhooks.excludeNamespaces={batch-system}"))
+    [binding] = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"]
+    excluded = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][-1]
+    assert {"kube-system", "kube-node-lease", NAMESPACE, "batch-system"} <= set(excluded["values"])
 
 
 def test_alone() -> None:
