@@ -228,10 +228,11 @@ def sidecar(c: str) -> str:
     return f"(has({c}.restartPolicy) && {c}.restartPolicy == 'Always')"
 
 
-def total_over(spec: str, n: str, limit: str, slots: str = "") -> tuple[str, str]:
-    """The pod's amount of `n` is over `limit` (a double): (app containers and sidecars
-    summed over it, an init container plus the sidecars started before it over it). Two
-    expressions, each under the cost limit where one would not be."""
+def total_over(spec: str, n: str, limit: str, slots: str = ""
+               ) -> tuple[tuple[str, str], tuple[str, str]]:
+    """The pod's amount of `n` is over `limit` (a double), as two (test, amount) pairs, each
+    test under the cost limit where one would not be: app containers and sidecars summed; an
+    init container plus the sidecars started before it (the amount: the largest such)."""
     def value(c: str) -> str:
         return f"{amount(c, n)}.asApproximateFloat()"
     inits = f"({has(spec, 'initContainers')} ? {spec}.initContainers : [])"
@@ -244,7 +245,14 @@ def total_over(spec: str, n: str, limit: str, slots: str = "") -> tuple[str, str
     before = (f"([0.0] + {inits}.transformList(j, d, j < i && {sidecar('d')}, {value('d')}))"
               ".sum()")
     peak = f"{inits}.exists(i, c, !{sidecar('c')} && {before} + {value('c')} > {limit})"
-    return f"({running} > {limit})", f"({peak})"
+    largest = (f"([0.0] + {inits}.transformList(i, c, !{sidecar('c')}, {before} + "
+               f"{value('c')})).max()")
+    return (f"({running} > {limit})", running), (f"({peak})", largest)
+
+
+def count_text(value: str) -> str:
+    """A count (a double) as the engine writes it: a whole number, unless too big for one."""
+    return f"({value} < 9.0e15 ? string(int({value})) : string({value}))"
 
 
 def glob(pattern: str, n: str) -> str:

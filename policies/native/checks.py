@@ -106,11 +106,15 @@ def max_per_pod(policy: GPUPolicy, where: Where) -> list[Check] | None:
         return None
     whole = p.lits(p.WHOLE)
     out = []
-    for over in p.total_over("s", "n", f"{float(limit)!r}", where.slots):
+    for over, total in p.total_over("s", "n", f"{float(limit)!r}", where.slots):
+        # each name's total worked out once (in the names' order), then the ones over the limit
+        totals = f"{whole}.map(n, {total})"
+        words = (f"{totals}.transformList(k, v, v > {float(limit)!r}, 'the pod holds ' + "
+                 f"{p.count_text('v')} + ' ' + {whole}[k] + ' at once; at most {limit} "
+                 "allowed').join('; ')")
         out.append(Check(
             "gpu-max-per-pod", f"!{where.specs}.exists(s, {whole}.exists(n, {over}))",
-            _join(f"{where.specs}.map(s, {whole}.filter(n, {over}).map(n, 'the pod holds "
-                  f"more than {limit} ' + n + ' at once; at most {limit} allowed').join('; '))")))
+            _join(f"{where.specs}.map(s, {words})")))
     return out
 
 
@@ -156,7 +160,16 @@ def shared_memory(policy: GPUPolicy, where: Where) -> Check | None:
         where, "shared-memory-over-policy", tuple(TO_GIB),
         lambda c, n: "(" + over.replace("{n}", n).replace("{a}", p.amount(c, n)) + ")",
         lambda c, n: f"'container ' + {_name(c)} + ' asks for ' + {p.raw(c, n)} + ' ' + {n} + "
-                     f"'; at most {limit} GiB allowed'")
+                     f"' (' + '%.1f'.format([{p.amount(c, n)}.asApproximateFloat() * "
+                     f"{_factor(n)}]) + ' GiB); at most {limit} GiB allowed'")
+
+
+def _factor(n: str) -> str:
+    """GiB per unit of resource `n` (one of TO_GIB's), as a CEL double."""
+    out = "0.0"
+    for name, factor in reversed(TO_GIB.items()):
+        out = f"({n} == {p.lit(name)} ? {float(factor)!r} : {out})"
+    return out
 
 
 def _text(value: Fraction) -> str:

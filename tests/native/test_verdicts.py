@@ -108,10 +108,19 @@ def test_native_verdict_is_the_engines(case: Case) -> None:
         assert verdict.mutated == decision.mutated
 
 
-@pytest.mark.parametrize("case", [c for c in ELIGIBLE if c.rules],
-                         ids=lambda c: c.id)
+# Rows whose native message says the same in other words, and why.
+WORDED_OTHERWISE = {
+    "hostile:exponent 1e99999999 costs what 1e9 costs": "a count past 2^53 is written as a double",
+    "hostile:a 5000-digit quantity is capped, not computed": "a count past 2^53 as a double",
+    "limits:model pinned by affinity, one value not allowed":
+        "one requirement's values are named together (one regex over them: per value would "
+        "cost ten times more)",
+}
+
+
+@pytest.mark.parametrize("case", [c for c in ELIGIBLE if c.rules], ids=lambda c: c.id)
 def test_messages_are_the_engines(case: Case) -> None:
-    """Each refusal's message starts with its rule and holds the engine's words for it."""
+    """Each refusal's message starts with its rule and holds the engine's words."""
     context = context_for(case)
     exported = _exported(case.policies)
     order = [p.name for p in sorted(context.policies, key=lambda p: (p.spec.priority, p.name))]
@@ -121,3 +130,5 @@ def test_messages_are_the_engines(case: Case) -> None:
     for violation in decision.violations:
         said = [m for m in verdict.messages if m.startswith(violation.rule + ": ")]
         assert said, (violation.rule, verdict.messages)
+        if case.id not in WORDED_OTHERWISE:
+            assert any(violation.message in m for m in said), (violation.message, said)
