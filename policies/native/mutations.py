@@ -21,7 +21,9 @@ from policies.workloads import PodSpecLocation, WorkloadKind
 
 
 def to_cel(value: Any) -> str:
-    """A JSON value as a CEL literal."""
+    """A JSON value as a CEL literal. Kubernetes' CEL refuses a list or map literal whose items
+    differ in type (HomogeneousAggregateLiterals): a map's values are each dyn(), and so are a
+    list's items unless all are strings."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -29,9 +31,11 @@ def to_cel(value: Any) -> str:
     if isinstance(value, str):
         return p.lit(value)
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{p.lit(k)}: {to_cel(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{p.lit(k)}: dyn({to_cel(v)})" for k, v in value.items()) + "}"
     if isinstance(value, list | tuple):
-        return "[" + ", ".join(to_cel(v) for v in value) + "]"
+        if all(isinstance(v, str) for v in value):
+            return "[" + ", ".join(p.lit(v) for v in value) + "]"
+        return "[" + ", ".join(f"dyn({to_cel(v)})" for v in value) + "]"
     raise p.Unsupported(f"a value of type {type(value).__name__}")
 
 
@@ -233,7 +237,8 @@ def spec_ops(policy: GPUPolicy, s: str, at: str, fields: str, is_gpu: str) -> li
 
 
 def _target(pointer_expr: str, spec: str, kind: WorkloadKind) -> str:
-    return f'{{"p": {pointer_expr}, "s": {spec}, "f": {p.lits(sorted(kind.pod_fields))}}}'
+    return (f'{{"p": dyn({pointer_expr}), "s": dyn({spec}), '
+            f'"f": dyn({p.lits(sorted(kind.pod_fields))})}}')
 
 
 def location_targets(kind: WorkloadKind, location: PodSpecLocation) -> str:
@@ -271,7 +276,8 @@ def targets() -> str:
     """The `targets` variable: each of `found` with g, whether it asks for a GPU, worked out
     once for every patch."""
     is_gpu = f"({p.containers('t.s')}.exists(g, {p.gpu_container('g')}) || variables.kai)"
-    return f'variables.found.map(t, {{"p": t.p, "s": t.s, "f": t.f, "g": {is_gpu}}})'
+    return (f'variables.found.map(t, {{"p": dyn(t.p), "s": dyn(t.s), "f": dyn(t.f), '
+            f'"g": dyn({is_gpu})}})')
 
 
 def patch_expressions(policy: GPUPolicy) -> list[str]:

@@ -16,7 +16,8 @@ import yaml
 from policies.loading import parse_policies
 from policies.model import GPUPolicy
 from policies.native import build
-from policies.native.evaluate import PER_CALL_LIMIT, estimated_cost
+from policies.dra.cel_cost import Node, checked_ast
+from policies.native.evaluate import PER_CALL_LIMIT, compiled, estimated_cost
 from policies.rules import RULES
 from tests.engine.casetable import _named_policies
 from webhook.inputs.sources import load_policies
@@ -147,3 +148,46 @@ def test_excluded_namespaces_are_never_governed() -> None:
     assert selector["matchLabels"] == {"a": "b"}
     assert {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
             "values": ["gpu-sys", "kube-system"]} in selector["matchExpressions"]
+
+
+def _literal_kind(node: Node) -> str:
+    if node.kind == "const":
+        return "string" if node.text is not None else "scalar"
+    if node.kind in ("list", "struct"):
+        return node.kind
+    return ""  # an expression (dyn(...), a field...): any type the checker allows
+
+
+def _mixed_literals(node: Node) -> list[str]:
+    """List and map literals whose items are literals of different kinds: Kubernetes' CEL
+    (HomogeneousAggregateLiterals, and its validator from 1.29) refuses them."""
+    found = []
+    if node.kind in ("list", "struct"):
+        items = node.children if node.kind == "list" else [e.children[-1] for e in node.children
+                                                           if e.children]
+        keys = {e.children[0].text for e in node.children if node.kind == "struct"
+                and e.children and e.children[0].kind == "const"}
+        kinds = {_literal_kind(i) for i in items} - {""}
+        if len(kinds) > 1 and keys != {"op", "path", "value"}:  # JSONPatch{...}, rewritten
+            found.append(f"{node.kind} of {sorted(kinds)}")
+    for child in (*node.children, *node.loop.values()):
+        found += _mixed_literals(child)
+    return found
+
+
+@pytest.mark.parametrize("source", sorted(SOURCES))
+def test_no_literal_mixes_types(source: str) -> None:
+    for obj in build.export(SOURCES[source]).objects:
+        spec = obj["spec"]
+        expressions = [v["expression"] for v in spec.get("variables", [])]
+        expressions += [e for v in spec.get("validations", [])
+                        for e in (v["expression"], v["messageExpression"])]
+        expressions += [m["jsonPatch"]["expression"] for m in spec.get("mutations", [])]
+        for expression in expressions:
+            ast = checked_ast(compiled(expression).serialize())
+            assert not _mixed_literals(ast), (obj["metadata"]["name"], _mixed_literals(ast))
+
+
+def test_the_literal_check_sees_a_mixed_map() -> None:
+    ast = checked_ast(compiled('{"a": "x", "b": [1]} == {}').serialize())
+    assert _mixed_literals(ast)
