@@ -13,10 +13,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from policies.dra.cel_cost import Node, checked_ast
 from policies.loading import parse_policies
 from policies.model import GPUPolicy
 from policies.native import build
-from policies.dra.cel_cost import Node, checked_ast
 from policies.native.evaluate import PER_CALL_LIMIT, compiled, estimated_cost
 from policies.rules import RULES
 from tests.engine.casetable import _named_policies
