@@ -192,9 +192,10 @@ def amount(c: str, n: str) -> str:
 
 
 def names(c: str) -> str:
-    """Every resource name container `c` gives in requests or limits."""
+    """Every resource name container `c` gives in limits or requests, once."""
     (lg, lim), (rg, req) = _sections(c)
-    return f"((({lg}) ? {lim}.map(k, k) : []) + (({rg}) ? {req}.map(k, k) : []))"
+    return (f"((({lg}) ? {lim}.map(k, k) : []) + (({rg}) ? {req}.filter(k, !(({lg}) && "
+            f"k in {lim})) : []))")
 
 
 def _served_class(n: str) -> str:

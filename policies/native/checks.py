@@ -1,8 +1,8 @@
 """The exported rules as ValidatingAdmissionPolicy validations: for each, the CEL that holds
 when the object passes and the message the engine would give when it does not.
 
-Every check walks `variables.specs` (the object's pod specs) and their containers; `CONTAINERS`
-below is where the containers of pod spec `s` are. A translator returns None when the policy
+Every check walks `variables.specs` (the object's pod specs) and their containers (`Where`
+says where those are). A translator returns None when the policy
 does not set the rule, raises cel_parts.Unsupported when it cannot be said in CEL here.
 """
 
