@@ -159,11 +159,12 @@ def _policy(policy: GPUPolicy, kinds: tuple[WorkloadKind, ...],
             map_version: MapVersion, earlier: tuple[tuple[str, str], ...]) -> PolicyExport:
     found = PolicyExport(policy)
     try:
-        _match_conditions(policy)
+        over = _over_limit(*(c["expression"] for c in _match_conditions(policy)))
     except p.Unsupported as exc:  # whom it governs cannot be said: nothing is exported
+        over = f"cannot be said in CEL: {exc}"
+    if over:
         found.notes.append(Note(policy.name, "spec.namespaces", "*",
-                                f"cannot be said in CEL: {exc}; the whole policy stays in "
-                                "the webhook"))
+                                f"{over}; the whole policy stays in the webhook"))
         return found
     slots = p.slots_of(kinds, "s")
     where = checks.Where(slots=slots, containers=p.containers("s", slots), earlier=earlier)

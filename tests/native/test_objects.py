@@ -191,3 +191,29 @@ def test_no_literal_mixes_types(source: str) -> None:
 def test_the_literal_check_sees_a_mixed_map() -> None:
     ast = checked_ast(compiled('{"a": "x", "b": [1]} == {}').serialize())
     assert _mixed_literals(ast)
+
+
+def test_a_rule_over_the_cost_limit_is_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many globs make a dear check: with the limit between its cost and a cheap one's, the
+    dear rule is noted and left out, the cheap one kept."""
+    globs = ", ".join(f"'vendor{i}.example/gpu-?'" for i in range(300))
+    policy = _policy(f"{{rules: {{allowedResources: [{globs}], maxGPUsPerContainer: 2}}}}")
+    exported = build.export([policy])
+    cheap = [e for c in exported.policies[0].checks if c.rule == "gpu-max-per-container"
+             for e in (c.expression, c.message)]
+    cheap += [v["expression"] for v in build._variables(exported.kinds)]
+    limit = max(estimated_cost(e) or 0 for e in cheap)
+    monkeypatch.setattr(build, "PER_CALL_LIMIT", limit)
+    found = build.export([policy]).policies[0]
+    assert [c.rule for c in found.checks] == ["gpu-max-per-container"]
+    [note] = [n for n in found.notes if n.path == "spec.rules.allowedResources"]
+    assert "estimated CEL cost" in note.reason and f"{limit:,}" in note.reason
+
+
+def test_namespaces_over_the_cost_limit_leave_the_whole_policy(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(build, "PER_CALL_LIMIT", 10)
+    found = build.export([_policy("{namespaces: ['team-?-*', 'ml-?'], "
+                                  "rules: {maxGPUsPerContainer: 2}}")]).policies[0]
+    assert not found.objects and not found.checks
+    assert [n.path for n in found.notes] == ["spec.namespaces"]
