@@ -67,7 +67,8 @@ def native_reason(rule_id: str) -> str:
     reason = getattr(module, "NATIVE", None) if module is not None else None
     if not isinstance(reason, str):
         return NOT_DESCRIBED
-    if reason == "" and rule_id not in checks.TRANSLATORS:
+    if reason == "" and rule_id not in checks.TRANSLATORS \
+            and rule_id not in checks.FACT_TRANSLATORS:
         return "not exported: no translation (the module says it could be)"
     return reason
 
@@ -127,6 +128,7 @@ _PATHS = {
     "visible-devices-bypass": "spec.rules.denyVisibleDevicesBypass",
     "privileged-gpu-container": "spec.rules.denyPrivilegedGPUContainers",
     "node-selector-conflict": "spec.inject.nodeSelector",
+    "gpu-sharing-modes-mixed": "(a fact: every governed GPU pod)",
 }
 
 
@@ -184,9 +186,9 @@ def _policy(policy: GPUPolicy, kinds: tuple[WorkloadKind, ...],
     elif _injects(policy):
         found.notes.append(Note(policy.name, "spec.inject", "inject",
                                 "no mutating admission policy asked for (--map-version none)"))
-    for rule_id, setting in SETTINGS.items():
-        if not setting(policy):
-            continue
+    wanted = [r for r, setting in SETTINGS.items() if setting(policy)]
+    wanted += [r for r in checks.FACT_TRANSLATORS if not native_reason(r)]
+    for rule_id in wanted:
         path = _PATHS[rule_id]
         reason = native_reason(rule_id)
         if rule_id == "node-selector-conflict" and not reason and not found.patches:
@@ -195,7 +197,8 @@ def _policy(policy: GPUPolicy, kinds: tuple[WorkloadKind, ...],
             found.notes.append(Note(policy.name, path, rule_id, reason))
             continue
         try:
-            made = checks.TRANSLATORS[rule_id](policy, where)
+            translate = checks.TRANSLATORS.get(rule_id) or checks.FACT_TRANSLATORS[rule_id]
+            made = translate(policy, where)
         except p.Unsupported as exc:
             found.notes.append(Note(policy.name, path, rule_id, f"cannot be said in CEL: {exc}"))
             continue
@@ -253,7 +256,8 @@ def _variables(kinds: tuple[WorkloadKind, ...]) -> list[dict[str, str]]:
     return [{"name": "resource", "expression": p.RESOURCE_EXPRESSION},
             {"name": "specs", "expression": p.specs(kinds)},
             {"name": "kai", "expression": p.kai(p.metadata(kinds))},
-            {"name": "gpu", "expression": checks.gpu_specs(where)}]
+            {"name": "gpu", "expression": checks.gpu_specs(where)},
+            {"name": "families", "expression": checks.families(where)}]
 
 
 def _map_variables(kinds: tuple[WorkloadKind, ...]) -> list[dict[str, str]]:

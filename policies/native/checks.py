@@ -17,6 +17,8 @@ from policies.catalog import Catalog
 from policies.inventory import PRODUCT_LABELS
 from policies.model import GPUPolicy
 from policies.native import cel_parts as p
+from policies.resources import _FIXED
+from policies.rules.gpu_sharing_modes_mixed import _NAMES as MODE_NAMES
 from policies.rules.shared_memory_over_policy import TO_GIB
 from policies.rules.visible_devices_bypass import NAME as VISIBLE
 from policies.rules.visible_devices_bypass import NO_DEVICES
@@ -281,6 +283,46 @@ def model_not_allowed(policy: GPUPolicy, where: Where) -> Check | None:
     # (the message leaves out the GPU test the expression made: its cost would double)
     return Check("gpu-model-not-allowed", f"!{where.specs}.exists(i, s, {bad})",
                  _join(f"{where.specs}.map(s, {words})"))
+
+
+# The sharing families gpu-sharing-modes-mixed tells apart, in its (sorted) order.
+FAMILIES = ("gpushare", "hami", "volcano-gpushare", "volcano-vgpu", "whole")
+
+
+def families(where: Where) -> str:
+    """The `families` variable: per pod spec, whether it asks for a positive amount of each of
+    FAMILIES (policies.resources.PodDemand.families), in that order."""
+    def member(family: str, n: str) -> str:
+        listed = p.lits(sorted(k for k, r in _FIXED.items() if r.family == family))
+        if family == "whole":  # partitioned MI300 names are whole devices too
+            return f"({n} in {listed} || ({n}.startsWith('amd.com/') && {n}.contains('_nps')))"
+        return f"{n} in {listed}"
+    flags = ", ".join(
+        f"{where.containers}.exists(c, {p.names('c')}.exists(n, {member(f, 'n')} && "
+        f"{p.amount('c', 'n')}.sign() > 0))" for f in FAMILIES)
+    return f"{where.specs}.map(s, [{flags}])"
+
+
+def sharing_modes_mixed(policy: GPUPolicy, where: Where) -> Check | None:
+    """A fact: one pod asks for two sharing families (HAMi counts GPUs with whole-GPU names)."""
+    flags = "variables.families[i]"
+    whole, hami = FAMILIES.index("whole"), FAMILIES.index("hami")
+    counted = " + ".join(
+        f"({flags}[{k}] && !{flags}[{hami}] ? 1 : 0)" if k == whole else f"({flags}[{k}] ? 1 : 0)"
+        for k in range(len(FAMILIES)))
+    bad = f"({counted}) > 1"
+    modes = ", ".join(
+        f"{flags}[{k}] && !{flags}[{hami}] ? {p.lit(MODE_NAMES[f])} : ''" if k == whole
+        else f"{flags}[{k}] ? {p.lit(MODE_NAMES[f])} : ''" for k, f in enumerate(FAMILIES))
+    words = f"'the pod mixes ' + [{modes}].filter(m, m != '').join(' and ') + '; use one'"
+    return Check("gpu-sharing-modes-mixed", f"!{where.specs}.exists(i, s, {bad})",
+                 _join(f"{where.specs}.transformList(i, s, {bad} ? {words} : '')"))
+
+
+# Facts (INTRINSIC rules): every governed GPU pod is held to them, whatever the policy sets.
+FACT_TRANSLATORS: dict[str, Callable[[GPUPolicy, Where], Check | list[Check] | None]] = {
+    "gpu-sharing-modes-mixed": sharing_modes_mixed,
+}
 
 
 # rule id -> translator, in the engine's report order

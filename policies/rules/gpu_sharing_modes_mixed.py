@@ -17,7 +17,7 @@ from policies.view import PodView
 
 ID = "gpu-sharing-modes-mixed"
 INTRINSIC = True
-NATIVE = "Not translated yet: mixed sharing families (a fact the webhook reports)."
+NATIVE = ""
 _NAMES = {
     "gpushare": "gpushare/cGPU (aliyun.com/*)",
     "hami": "HAMi (nvidia.com/gpumem, gpucores)",
