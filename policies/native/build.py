@@ -276,6 +276,13 @@ def _rules(kinds: tuple[WorkloadKind, ...], operations: list[str]) -> list[dict[
             for group, resources in sorted(by_group.items())]
 
 
+# As the chart's webhooks: an UPDATE that leaves the spec alone (labels, annotations,
+# finalizers) is not judged again.
+SPEC_CHANGED = {"name": "spec-changed", "expression":
+                "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) "
+                "|| object.spec != oldObject.spec"}
+
+
 def _match_conditions(policy: GPUPolicy) -> list[dict[str, str]]:
     globs = policy.spec.namespaces
     if globs is None:
@@ -323,9 +330,7 @@ def _objects(found: PolicyExport, kinds: tuple[WorkloadKind, ...],
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": _rules(kinds, ["CREATE", "UPDATE"])},
         }
-        conditions = _match_conditions(policy)
-        if conditions:
-            spec["matchConditions"] = conditions
+        spec["matchConditions"] = [*_match_conditions(policy), SPEC_CHANGED]
         spec["variables"] = _variables(kinds)
         spec["validations"] = [
             {"expression": c.expression, "messageExpression": f"'{c.rule}: ' + {c.message}",

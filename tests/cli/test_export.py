@@ -61,8 +61,9 @@ def test_own_policies_and_the_release_namespace(tmp_path: Path) -> None:
     [vap] = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
     [binding] = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"]
     assert code == 0 and vap["metadata"]["name"] == "gpupolicy-team"
-    assert vap["spec"]["matchConditions"] == [
-        {"name": "namespaces", "expression": 'request.namespace.startsWith("team-")'}]
+    assert vap["spec"]["matchConditions"][0] == {
+        "name": "namespaces", "expression": 'request.namespace.startsWith("team-")'}
+    assert vap["spec"]["matchConditions"][1]["name"] == "spec-changed"
     assert binding["spec"]["validationActions"] == ["Warn"]
     assert "gp" in binding["spec"]["matchResources"]["namespaceSelector"][
         "matchExpressions"][-1]["values"]

@@ -132,3 +132,24 @@ def test_messages_are_the_engines(case: Case) -> None:
         assert said, (violation.rule, verdict.messages)
         if case.id not in WORDED_OTHERWISE:
             assert any(violation.message in m for m in said), (violation.message, said)
+
+
+# (operation, the spec changed): whether the validating policies judge it again
+UPDATES = [("CREATE", True), ("UPDATE", True), ("UPDATE", False)]
+
+
+@pytest.mark.parametrize(("operation", "changed"), UPDATES)
+def test_an_update_that_leaves_the_spec_alone_is_not_judged(operation: str,
+                                                             changed: bool) -> None:
+    from policies.native.evaluate import run
+    from tests.native.harness import request_for
+    [case] = [c for c in ELIGIBLE if c.id == "limits:too many GPUs in one container"]
+    exported = _exported(case.policies)
+    [vap] = [o for o in exported.objects if o["kind"] == "ValidatingAdmissionPolicy"]
+    old = dict(case.object, spec={**case.object["spec"], "nodeName": "n1"}) if changed \
+        else case.object
+    data = {"object": case.object, "oldObject": old if operation == "UPDATE" else None,
+            "request": {**(request_for(case.object, case.namespace, operation) or {})},
+            "namespaceObject": None}
+    taken = all(run(c["expression"], data) is True for c in vap["spec"]["matchConditions"])
+    assert taken is changed
