@@ -1,29 +1,44 @@
 # syntax=docker/dockerfile:1
 # The gpupolicy webhook image: `gpupolicy serve` (Flask under gunicorn, TLS) as a non-root user.
-#   docker build -t gpupolicy:dev .
-#   docker run --rm -p 8443:8443 -p 9090:9090 gpupolicy:dev   # self-signed pair in /tmp/certs
+#   docker build --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@$digest -t gpupolicy:X .
+#   docker run --rm -p 8443:8443 -p 9090:9090 gpupolicy:X   # self-signed pair in /tmp/certs
 # In a cluster the Helm chart (charts/gpupolicy) mounts the certificates and the policies.
 #
-# Release builds pin the base image by digest, so a rebuilt tag upstream cannot change what
-# ships (the default below is a tag only because this repository cannot look digests up):
+# The base image is pinned by digest, so a rebuilt tag upstream cannot change what ships; the
+# build refuses a tag alone (tools/pinned_base.sh) unless ALLOW_UNPINNED_BASE=1 is given, for a
+# development build. The default below is a tag only because this repository cannot look
+# digests up:
 #   digest=$(docker buildx imagetools inspect python:3.11-slim-bookworm \
 #            --format '{{json .Manifest.Digest}}' | tr -d '"')
 #   docker build --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@$digest -t gpupolicy:X .
+#   docker build --build-arg ALLOW_UNPINNED_BASE=1 -t gpupolicy:dev .   # development only
 # The reference used ends up in the image's org.opencontainers.image.base.name label.
+#
+# Every Python package comes from requirements.lock: exact versions with their hashes
+# (`pip install --require-hashes`: a file whose hash is not listed is refused, and nothing
+# unlisted can be pulled in). tools/sbom.py writes the CycloneDX SBOM of exactly that set.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
-# Build stage: install the package and its dependencies into a venv. Every dependency ships a
-# manylinux wheel (cryptography, pydantic-core, PyYAML), so no compiler is needed here either.
+# Build stage: install the locked dependencies and the package into a venv. Every dependency
+# ships a manylinux wheel (cryptography, pydantic-core, PyYAML), so no compiler is needed and
+# none is allowed (--only-binary); setuptools, locked too, builds the package itself and is
+# removed afterwards with pip.
 FROM ${PYTHON_IMAGE} AS build
+ARG PYTHON_IMAGE
+ARG ALLOW_UNPINNED_BASE=0
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 WORKDIR /src
-COPY pyproject.toml README.md constraints.txt ./
+COPY tools/pinned_base.sh /usr/local/bin/pinned_base.sh
+RUN sh /usr/local/bin/pinned_base.sh "$PYTHON_IMAGE" "$ALLOW_UNPINNED_BASE"
+COPY pyproject.toml README.md requirements.lock ./
 COPY policies ./policies
 COPY webhook ./webhook
 RUN python -m venv /opt/gpupolicy \
- && /opt/gpupolicy/bin/pip install --prefer-binary -c constraints.txt . \
- && /opt/gpupolicy/bin/pip uninstall --yes pip \
+ && /opt/gpupolicy/bin/pip install --require-hashes --only-binary=:all: --no-deps \
+      -r requirements.lock \
+ && /opt/gpupolicy/bin/pip install --no-deps --no-index --no-build-isolation . \
+ && /opt/gpupolicy/bin/pip uninstall --yes setuptools pip \
  && find /opt/gpupolicy -name '__pycache__' -prune -exec rm -rf {} +
 
 # Final stage: the venv only (same path, so its scripts keep working); no pip, no sources.

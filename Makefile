@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 TOOLS   := tools/bin/.installed
 PORT    ?= 8443
 
-.PHONY: serve test lint bench fuzz tools clean
+.PHONY: serve test lint bench fuzz tools lock sbom clean
 
 # constraints.txt pins what CI and every developer install (refresh: pip freeze in a fresh venv).
 $(STAMP): pyproject.toml constraints.txt
@@ -37,5 +37,17 @@ fuzz: $(STAMP)
 bench: $(STAMP) $(TOOLS)
 	PATH="$(CURDIR)/tools/bin:$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench
 
+# requirements.lock: what the image installs (the runtime dependencies, and setuptools to build
+# the package), at constraints.txt's versions, with the hash of every file PyPI has for each;
+# the Dockerfile installs it with --require-hashes. Refresh it after changing constraints.txt
+# (tests/test_supply_chain.py fails while the two disagree). Needs PyPI.
+lock: $(STAMP)
+	$(BIN)/pip-compile --quiet --generate-hashes --strip-extras --allow-unsafe --all-build-deps \
+	  --no-emit-index-url --no-emit-find-links -c constraints.txt -o requirements.lock pyproject.toml
+
+# sbom.cdx.json: CycloneDX (JSON) of the Python packages the image holds (tools/sbom.py).
+sbom: $(STAMP)
+	$(BIN)/python tools/sbom.py sbom.cdx.json
+
 clean:
-	rm -rf $(VENV) tools/bin .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) tools/bin .pytest_cache .mypy_cache .ruff_cache sbom.cdx.json

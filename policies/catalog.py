@@ -54,6 +54,19 @@ class GPUModel(NamedTuple):
         return None
 
 
+class InstanceType(NamedTuple):
+    """A cloud machine type with GPUs: what a node template made of it holds."""
+
+    name: str  # node.kubernetes.io/instance-type
+    cloud: str  # aws | gcp | azure
+    family: str  # karpenter.k8s.aws/instance-family on AWS
+    model: GPUModel
+    gpus: int
+    vcpus: int
+    memory_gib: int
+    gpu_name: str = ""  # karpenter.k8s.aws/instance-gpu-name (AWS)
+
+
 # GPUs of the largest common board (HGX/DGX): what one node holds when nothing says more.
 GPUS_PER_NODE = 8
 
@@ -88,10 +101,13 @@ def models_equal(a: str, b: str) -> bool:
 class Catalog:
     """Known GPU models, looked up by any product-label spelling in O(1)."""
 
-    __slots__ = ("_by_name", "models")
+    __slots__ = ("_by_name", "instances", "models")
 
-    def __init__(self, models: Iterable[GPUModel]) -> None:
+    def __init__(self, models: Iterable[GPUModel],
+                 instances: Iterable[InstanceType] = ()) -> None:
         self.models: tuple[GPUModel, ...] = tuple(models)
+        # instance type name -> its GPUs, for node templates (policies/scheduling/templates.py)
+        self.instances: Mapping[str, InstanceType] = {i.name: i for i in instances}
         self._by_name: dict[str, GPUModel] = {}
         for model in self.models:
             for spelling in (model.name, *model.products):
@@ -119,7 +135,14 @@ class Catalog:
         if not isinstance(data, Mapping) or not isinstance(data.get("models"), list):
             raise ValueError("catalog: expected a mapping with a `models` list")
         models = [_model(i, raw) for i, raw in enumerate(data["models"])]
-        return cls(models)
+        by_name = {m.name: m for m in models}
+        listed = data.get("instances", [])
+        if not isinstance(listed, list):
+            raise ValueError("catalog: `instances` must be a list")
+        return cls(models, [t for i, raw in enumerate(listed) for t in _family(i, raw, by_name)])
+
+    def instance(self, name: str) -> InstanceType | None:
+        return self.instances.get(name)
 
 
 def _field(raw: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
@@ -158,6 +181,28 @@ def _model(index: int, raw: Any) -> GPUModel:
     if len({p.name for p in profiles}) != len(profiles):
         raise ValueError(f"{where}: field `mig.profiles` lists a profile twice")
     return GPUModel(name, tuple(products), memory, family, slots, compute, profiles)
+
+
+def _family(index: int, raw: Any, models: Mapping[str, GPUModel]) -> list[InstanceType]:
+    where = f"catalog: instances[{index}]"
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where}: expected a mapping")
+    family = _field(raw, "family", str, where)
+    where = f"catalog: instance family {family}"
+    cloud = _field(raw, "cloud", str, where)
+    model = models.get(_field(raw, "model", str, where))
+    if model is None:
+        raise ValueError(f"{where}: field `model` names no model of the catalog")
+    gpu_name = raw.get("gpuName", "")
+    found = []
+    for size in _field(raw, "sizes", list, where):
+        if not (isinstance(size, list) and len(size) == 4 and isinstance(size[0], str)
+                and all(isinstance(n, int) and not isinstance(n, bool) and n > 0
+                        for n in size[1:])):
+            raise ValueError(f"{where}: every size is [instance type, GPUs, vCPUs, GiB]")
+        found.append(InstanceType(size[0], cloud, family, model, size[1], size[2], size[3],
+                                  str(gpu_name)))
+    return found
 
 
 def _profile(raw: Any, slots: int, compute: int, model_where: str) -> MigProfile:

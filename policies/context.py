@@ -12,6 +12,7 @@ from fnmatch import fnmatchcase
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from policies.apiserver import ApiObjects
 from policies.catalog import Catalog
 from policies.inventory import Inventory
 from policies.model import GPUPolicy
@@ -40,6 +41,9 @@ class Context:
     # DRA: the ResourceClaims and ResourceClaimTemplates pods name in spec.resourceClaims,
     # by (kind, namespace, name); the drivers' devices are in `inventory.dra`.
     claims: Mapping[tuple[str, str, str], Claim] = field(default_factory=dict)
+    # PriorityClasses, RuntimeClasses and ResourceQuotas (the API server's own admission
+    # plugins read them): None when none of them were given
+    api: ApiObjects | None = None
 
     @cached_property
     def _ordered(self) -> tuple[GPUPolicy, ...]:

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from policies import allowed_models
 from policies.claimfit import (
     allocation_text,
     asks_dra_served,
@@ -25,7 +26,7 @@ from policies.decision import Decision, Finding, Unresolved, Violation
 from policies.dra.claims import gpu_demand
 from policies.dra.demand import claim_uses, unknown_claims
 from policies.dra.served import served_lookup, served_uses
-from policies.hardware import PoolVerdict, catalog_pools, verdicts
+from policies.hardware import SCALE_UP, PoolVerdict, catalog_pools, now, pool_verdicts
 from policies.model import GPUPolicy
 from policies.mutate import inject, plan_for
 from policies.patch import Patch
@@ -40,6 +41,7 @@ from policies.rules import (
     visible_devices_bypass,
 )
 from policies.rules._common import accelerator_sections
+from policies.scheduling.request import NO_DEFAULTS, pod_requests
 from policies.view import ClaimView, PodView, targeted_products
 from policies.workloads import (
     POD_FIELDS,
@@ -89,14 +91,20 @@ def review(
     if subresource:  # status, resize, binding...: not a change of what the pod asks for
         return Decision(allowed=True, mutated=obj)
 
-    patch, found, views = _mutate(obj, specs, policies, namespace, context)
+    injected: list[str] = []
+    patch, found, views = _mutate(obj, specs, policies, namespace, context, injected)
     for view in views if judge else ():
         found += _check(view, policies, context)
     # (most admissions find nothing: the empty cases cost no generator)
     violations = tuple([_violation(policy, f) for policy, f in found]) if found else ()
     creating = operation == "CREATE"
     unresolved = tuple(_unknown_claims(views, context))
-    notes = tuple(_not_injected(views, specs, policies))
+    notes = (*_not_injected(views, specs, policies), *injected) if injected \
+        else tuple(_not_injected(views, specs, policies))
+    if judge:
+        scale_up = [note for v in views if (note := v.memo.get(SCALE_UP))]
+        if scale_up:
+            notes = (*notes, *scale_up)
     return Decision(
         notes=(*notes, *(u.note for u in unresolved)) if unresolved else notes,
         unresolved=unresolved,
@@ -140,15 +148,28 @@ def explain(
         else catalog_pools(context.catalog)
     out = []
     for view in views:
-        if not view.demand.gpu:
-            continue
+        if not view.demand.gpu and (inventory is None or not _extended(view.spec)):
+            continue  # explained: GPU pods, and pods asking for any extended resource
         if dra is not None and inventory is not None and (
                 view.demand.claims or asks_dra_served(view, dra)):
             out.append((view.prefix, pod_verdicts(view, inventory, dra, allowed)))
         else:
-            out.append((view.prefix, verdicts(view, pools, allowed_models=allowed,
-                                               amounts_known=inventory is not None)))
+            defaults = inventory.limits.get(ns, NO_DEFAULTS) if inventory is not None \
+                else NO_DEFAULTS
+            pairs = pool_verdicts(view, (*pools, *inventory.templates) if inventory is not None
+                                  else pools, allowed_models=allowed,
+                                  amounts_known=inventory is not None, defaults=defaults)
+            if inventory is not None and inventory.occupancy is not None:
+                out.append((view.prefix, now(view, pairs, inventory, defaults)))
+            else:
+                out.append((view.prefix, [v for _, v in pairs]))
     return out
+
+
+def _extended(spec: Mapping[str, Any]) -> bool:
+    """The pod asks for some extended resource (`example.com/gpu`, `rdma/...`): what no node
+    may serve, so explain says where it fits even when it is not a GPU pod."""
+    return any("/" in name and amount > 0 for name, amount in pod_requests(spec).items())
 
 
 def is_claim(obj: Mapping[str, Any]) -> bool:
@@ -207,8 +228,10 @@ def _violation(policy: GPUPolicy, finding: Finding) -> Violation:
 def _mutate(
     obj: Mapping[str, Any], specs: Sequence[Carrier],
     policies: Sequence[GPUPolicy], namespace: str, context: Context,
+    notes: list[str] | None = None,
 ) -> tuple[Patch, list[tuple[GPUPolicy, Finding]], list[PodView]]:
-    """Inject into every pod spec, then view each as it is after injection."""
+    """Inject into every pod spec, then view each as it is after injection; `notes` gets
+    what was not injected, and why."""
     patch = Patch(obj)
     found: list[tuple[GPUPolicy, Finding]] = []
     before = []
@@ -225,8 +248,11 @@ def _mutate(
                 found_demand = replace(found_demand, claims=uses)
         found_demand = _with_served(found_demand, dra, prefix)
         before.append(found_demand)
+        models = allowed_models.requirements(context, policies, found_demand) \
+            if policies and found_demand.gpu else ()
         found += inject(patch, prefix, before[-1], policies, carrier.kind.pod_fields,
-                        carrier.kind.fields_at)
+                        carrier.kind.fields_at, api=context.api, notes=notes, models=models,
+                        pod=obj.get("kind") == "Pod" and prefix == ("spec",))
     return patch, found, list(_views(patch, specs, before, obj, namespace, dra))
 
 
@@ -242,6 +268,7 @@ def _views(
 ) -> Iterator[PodView]:
     kind = str(original.get("kind", ""))
     started = kind == "Pod" and _started(original)
+    admitted = kind == "Pod" and _exists(original)
     for carrier, found in zip(specs, before, strict=True):
         prefix = carrier.path
         spec = patch.get(prefix)
@@ -260,7 +287,7 @@ def _views(
         asks = bool(found.present or found.claims or found.fraction is not None)
         yield PodView(kind, spec, prefix, found, kind == "Pod", namespace,
                       products=targeted_products(spec) if asks else (), pod_fields=fields,
-                      started=started)
+                      started=started, admitted=admitted)
 
 
 def _same_containers(spec: Mapping[str, Any], before: Mapping[str, Any],

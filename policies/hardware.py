@@ -7,9 +7,11 @@ whose amounts are unknown and so not checked.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from policies.catalog import GPUS_PER_NODE, Catalog, GPUModel
@@ -25,6 +27,9 @@ from policies.resources import (
     classify,
     mig_profile,
 )
+from policies.scheduling.fit import EMPTY, Shortfall, shortfalls
+from policies.scheduling.request import NO_DEFAULTS, Defaults, pod_requests
+from policies.scheduling.templates import OPEN_KEYS
 from policies.selectors import (
     node_affinity_matches,
     node_selector_matches,
@@ -51,11 +56,6 @@ NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 DYNAMIC_RESOURCES = "cannot allocate all claims"
 
 
-def insufficient(resource: str) -> str:
-    """NodeResourcesFit's words for a resource the node has too little of."""
-    return f"Insufficient {resource}"
-
-
 class PoolVerdict(NamedTuple):
     pool: str
     nodes: int
@@ -71,13 +71,24 @@ class PoolVerdict(NamedTuple):
     # fails on them; "" when they all pass (what is left is not the scheduler's: allowedModels,
     # what a device plugin refuses at Allocate time...).
     scheduler: str = ""
+    # A node template ("NodePool gpu-l4-spot"): capacity an autoscaler can start, not a node.
+    template: str = ""
+    # Where pods are known, what the nodes hold now (policies/scheduling/occupancy.py): "fits
+    # now", "fits once ..." ; "" when not known or the pool never fits.
+    now: str = ""
 
     @property
     def fits(self) -> bool:
         return not self.reasons
 
     def describe(self) -> str:
-        return f"pool {self.pool}: " + ("fits" if self.fits else "; ".join(self.reasons))
+        return f"{self.label}: " + ("fits" if self.fits else "; ".join(self.reasons))
+
+    @property
+    def label(self) -> str:
+        """`pool h100`; a template as `NodePool gpu-l4-spot (g6.xlarge)`, `MachineDeployment
+        capi/gpu-md-0`."""
+        return template_label(self) if self.template else f"pool {self.pool}"
 
     def pending(self) -> str:
         """Why a pod is Pending here, the scheduler's words first (the audit's, explain's)."""
@@ -86,23 +97,33 @@ class PoolVerdict(NamedTuple):
         return f"pool {self.pool}: {self.scheduler} ({'; '.join(self.reasons)})"
 
 
+def template_label(found: Pool | PoolVerdict) -> str:
+    """A template as people name it: `NodePool gpu-l4-spot (g6.xlarge)` (one pool per instance
+    type), `MachineDeployment capi/gpu-md-0`."""
+    name = found.name if isinstance(found, Pool) else found.pool
+    if found.template.startswith("NodePool "):
+        return f"{found.template} ({name.partition('/')[2]})"
+    return found.template
+
+
 def verdicts(
     view: PodView, pools: Iterable[Pool], *, allowed_models: Sequence[Sequence[str]] = (),
-    amounts_known: bool = True,
+    amounts_known: bool = True, defaults: Defaults = NO_DEFAULTS,
 ) -> list[PoolVerdict]:
     """Each pool with the reasons it cannot take the pod; `allowed_models` lists every policy's
-    `allowedModels` that applies (a model must be in all of them)."""
+    `allowedModels` that applies (a model must be in all of them); `defaults`: the LimitRange
+    defaults of the pod's namespace."""
     return [v for _, v in pool_verdicts(view, pools, allowed_models=allowed_models,
-                                        amounts_known=amounts_known)]
+                                        amounts_known=amounts_known, defaults=defaults)]
 
 
 def pool_verdicts(
     view: PodView, pools: Iterable[Pool], *, allowed_models: Sequence[Sequence[str]] = (),
-    amounts_known: bool = True,
+    amounts_known: bool = True, defaults: Defaults = NO_DEFAULTS,
 ) -> list[tuple[Pool | None, PoolVerdict]]:
     """`verdicts`, each beside its pool (None for a bound node the inventory lacks); a pod
     bound to a node (spec.nodeName) gets that node's pool alone, narrowed to the node."""
-    need = _Need.of(view, allowed_models)
+    need = _Need.of(view, allowed_models, defaults)
     pools = tuple(pools)
     if need.node_name:  # a bound pod: only its node's pool has anything to say
         bound = [p for p in pools if need.node_name in p.node_names]
@@ -126,7 +147,8 @@ def _verdict(name: str, nodes: int, pool: Pool, checks: Iterable[tuple[str, str]
              relevant: bool = True) -> PoolVerdict:
     found = list(checks)
     return PoolVerdict(name, nodes, describe_hardware(pool), tuple(r for _, r in found),
-                       relevant, scheduler=next((w for w, _ in found if w), ""))
+                       relevant, scheduler=next((w for w, _ in found if w), ""),
+                       template=pool.template)
 
 
 def _relevant(need: _Need, pool: Pool) -> bool:
@@ -135,11 +157,21 @@ def _relevant(need: _Need, pool: Pool) -> bool:
 
 
 def any_fits(
-    view: PodView, pools: Iterable[Pool], *, allowed_models: Sequence[Sequence[str]] = ()
+    view: PodView, pools: Iterable[Pool], *, allowed_models: Sequence[Sequence[str]] = (),
+    defaults: Defaults = NO_DEFAULTS,
 ) -> bool:
     """The admission question, answered at the first pool that fits."""
-    need = _Need.of(view, allowed_models)
-    return any(next(_pool_reasons(need, pool, True), None) is None for pool in pools)
+    return first_fit(view, pools, allowed_models=allowed_models, defaults=defaults) is not None
+
+
+def first_fit(
+    view: PodView, pools: Iterable[Pool], *, allowed_models: Sequence[Sequence[str]] = (),
+    defaults: Defaults = NO_DEFAULTS,
+) -> Pool | None:
+    """The first pool whose nodes (empty) can run the pod."""
+    need = _Need.of(view, allowed_models, defaults)
+    return next((pool for pool in pools if next(_pool_reasons(need, pool, True), None) is None),
+                None)
 
 
 def closest(results: Sequence[PoolVerdict], limit: int = 3) -> tuple[list[PoolVerdict], int]:
@@ -178,6 +210,18 @@ def _pool_reasons(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[str]
     return (reason for _, reason in _checks(need, pool, amounts_known))
 
 
+# Where gpu-no-matching-hardware leaves, in the view's memo, the note of a pod that only a node
+# template can run; the engine adds it to the decision's notes.
+SCALE_UP = "scale-up"
+# What the API server's DefaultTolerationSeconds admission plugin gives every pod that has
+# none of its own for these taints (300 s each): no pod is refused a node for them.
+DEFAULT_TOLERATIONS: tuple[Mapping[str, Any], ...] = (
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+     "tolerationSeconds": 300},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+     "tolerationSeconds": 300},
+)
+_DEFAULT_TOLERATED = frozenset(str(t["key"]) for t in DEFAULT_TOLERATIONS)
 # What the scheduler reads a cordoned node as: a pod tolerating it passes NodeUnschedulable.
 CORDONED = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 
@@ -204,6 +248,11 @@ def _checks(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[tuple[str,
         pool = pool._replace(node_names=(need.node_name,))
     elif pool.cordoned and not any(tolerates(t, CORDONED) for t in need.tolerations):
         yield NODE_UNSCHEDULABLE, "the node is cordoned (spec.unschedulable)"
+    if pool.template:
+        if pool.blocked:
+            yield "", pool.blocked
+        if pool.template.startswith("NodePool "):
+            pool = _opened(need.spec, pool)
     yield from _scheduled(need, pool, amounts_known)
     yield from (("", reason) for reason in _reasons(need, pool))
 
@@ -227,17 +276,33 @@ class _Need(NamedTuple):
     scheduling_known: bool = True
     gpushare_cards: int = 1
     fraction: FractionRequest | None = None
+    # The pod's effective request as NodeResourcesFit adds it up (policies/scheduling),
+    # the accelerator totals above in it, less what another scheduler accounts for.
+    request: Mapping[str, Number] = MappingProxyType({})
 
     def resource(self, name: str) -> Resource | None:
         return self.resources.get(name) or classify(name)
 
+    def unadvertised(self, name: str) -> bool:
+        """A resource no node advertises: another scheduler (HAMi, Volcano) accounts for it."""
+        resource = self.resource(name)
+        return resource is not None and resource.unit in _UNADVERTISED_UNITS
+
     @classmethod
-    def of(cls, view: PodView, allowed_models: Sequence[Sequence[str]]) -> _Need:
+    def of(cls, view: PodView, allowed_models: Sequence[Sequence[str]],
+           defaults: Defaults = NO_DEFAULTS) -> _Need:
         demand = view.demand
         totals = demand.totals
         if demand.fraction is not None:  # KAI shares whole devices the node advertises
             devices = demand.fraction.devices
             totals = {**totals, "nvidia.com/gpu": max(totals.get("nvidia.com/gpu", 0), devices)}
+        request = pod_requests(view.spec, defaults)
+        for name, value in totals.items():
+            resource = classify(name)
+            if resource is not None and resource.unit in _UNADVERTISED_UNITS:
+                request.pop(name, None)
+            else:
+                request[name] = value
         # One pass over the containers' amounts; what only some families need is read
         # only when they are there (this runs on every GPU admission with an inventory).
         most: Number = 0
@@ -269,6 +334,7 @@ class _Need(NamedTuple):
             gpushare_cards=demand.gpushare_cards,
             fraction=demand.fraction,
             resources=resources,
+            request=request,
         )
 
 
@@ -294,13 +360,42 @@ def _scheduled(need: _Need, pool: Pool, amounts_known: bool) -> Iterator[tuple[s
     (Cordoned nodes join no pool; DynamicResources is policies/claimfit.py's.)"""
     if need.scheduling_known:
         for taint in untolerated(need.tolerations, pool.taints):
+            if taint.effect == "NoExecute" and taint.key in _DEFAULT_TOLERATED:
+                continue  # the API server gave the pod its toleration
             if need.node_name and taint.effect == "NoSchedule":
                 continue  # a pod bound by nodeName skips the scheduler; NoExecute still evicts
             value = f"={taint.value}" if taint.value else ""
             yield TAINT_TOLERATION, f"taint {taint.key}{value}:{taint.effect} is not tolerated"
         yield from ((NODE_AFFINITY, r) for r in _selection(need.spec, pool))
     if amounts_known:
-        yield from _amounts(need, pool.allocatable)
+        yield from _fit(need, pool)
+
+
+def _opened(spec: Mapping[str, Any], pool: Pool) -> Pool:
+    """A NodePool that does not constrain the zone or region starts its node where the pod
+    asks: those labels take the pod's values."""
+    wanted: dict[str, str] = {}
+    selector = spec.get("nodeSelector")
+    for key in OPEN_KEYS:
+        if key in pool.labels:
+            continue
+        value = selector.get(key) if isinstance(selector, dict) else None
+        if value is None:
+            value = next((v for e in _required(spec) if e.get("key") == key
+                          and e.get("operator") == "In" and isinstance(e.get("values"), list)
+                          for v in e["values"][:1]), None)
+        if isinstance(value, str):
+            wanted[key] = value
+    return pool._replace(labels={**pool.labels, **wanted}) if wanted else pool
+
+
+def _required(spec: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    affinity = spec.get("affinity")
+    node = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    required = node.get(REQUIRED) if isinstance(node, dict) else None
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    for term in _list(terms):
+        yield from _list(term.get("matchExpressions"))
 
 
 def _reasons(need: _Need, pool: Pool) -> Iterator[str]:
@@ -385,15 +480,53 @@ def _selector_keys(
     return keys, by_name
 
 
-def _amounts(needs: _Need, allocatable: Mapping[str, int]) -> Iterator[tuple[str, str]]:
-    for name, need in sorted(needs.totals.items()):
-        resource = needs.resource(name)
-        if need <= 0 or resource is None or resource.unit in _UNADVERTISED_UNITS:
-            continue
-        have = allocatable.get(name, 0)
-        if have < need:
-            yield (insufficient(name),
-                   f"not enough {name}: the pod needs {need}, a node has {have or 'none'}")
+def _fit(need: _Need, pool: Pool) -> Iterator[tuple[str, str]]:
+    """NodeResourcesFit on the pool's nodes as they are when empty: those of its nodes whose
+    allocatable differs (pool.variants) are judged too, the closest one speaking."""
+    found = list(_amounts(need, pool.allocatable))
+    for allocatable in pool.variants if found else ():
+        other = list(_amounts(need, allocatable))
+        if len(other) < len(found):
+            found = other
+        if not found:
+            break
+    yield from found
+
+
+def _amounts(need: _Need, allocatable: Mapping[str, Number],
+             used: Mapping[str, Number] = EMPTY) -> Iterator[tuple[str, str]]:
+    for short in shortfalls(need.request, allocatable, used, skip=need.unadvertised):
+        yield short.words, shortage(short)
+
+
+def shortage(short: Shortfall) -> str:
+    """A NodeResourcesFit shortfall in plain words, with the amounts."""
+    _, name, asked, used, have = short
+    if name == "pods":
+        return (f"a node runs at most {have} pods" if not used
+                else f"the node already runs {used} of its {have} pods")
+    held = f" ({amount(name, used)} held by its pods)" if used else ""
+    return (f"not enough {name}: the pod needs {amount(name, asked)}, a node has "
+            f"{amount(name, have) if have else 'none'}{held}")
+
+
+_BINARY = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def amount(name: str, value: Number) -> str:
+    """A quantity as kubectl users write it: cpu in cores or millicores, bytes in the largest
+    binary unit that divides them."""
+    if name == "cpu":
+        return str(value) if value == int(value) else f"{math.ceil(value * 1000)}m"
+    if name in ("memory", "ephemeral-storage") or name.startswith("hugepages-"):
+        for suffix, size in _BINARY:
+            if value and value % size == 0:
+                return f"{value // size}{suffix}"
+        for suffix, size in _BINARY:  # not a round number: one decimal is enough to compare
+            if value >= size:
+                return f"{float(value) / size:.1f}{suffix}"
+        return str(math.ceil(value))
+    return str(value)
 
 
 def _mig(counts: Mapping[str, int], pool: Pool) -> Iterator[str]:
@@ -447,3 +580,35 @@ def _device_gib(pool: Pool) -> Fraction | None:
         return Fraction(total, count)
     model: GPUModel | None = pool.model
     return Fraction(model.memory_mib, 1024) if model else None
+
+
+def pod_request(view: PodView, defaults: Defaults = NO_DEFAULTS) -> Mapping[str, Number]:
+    """The pod's request as the fit reads it (policies/scheduling/request.py, with the
+    accelerator amounts this module counts, less what another scheduler accounts for)."""
+    return _Need.of(view, (), defaults).request
+
+
+def now(view: PodView, found: Sequence[tuple[Pool | None, PoolVerdict]], inventory: Any,
+        defaults: Defaults = NO_DEFAULTS) -> list[PoolVerdict]:
+    """The verdicts with what the nodes hold now (inventory.occupancy): "fits now (N of M
+    nodes)", "fits once ... are free on NODE (held by ...)", for a template "fits on
+    scale-up", and "never fits" for a pool that cannot take the pod even when empty."""
+    from policies.scheduling.occupancy import first_free, once_free
+    occupancy = inventory.occupancy
+    need = _Need.of(view, (), defaults)
+    out = []
+    for pool, verdict in found:
+        if not verdict.fits or pool is None:
+            # not even when empty: what the pods hold changes nothing
+            out.append(verdict._replace(now="never fits") if not verdict.fits else verdict)
+            continue
+        if pool.template:
+            out.append(verdict._replace(now="fits on scale-up; no node now"))
+            continue
+        nodes = [(n, node.allocatable if (node := inventory.node(n)) is not None
+                  else pool.allocatable) for n in pool.node_names]
+        free, closest_node, short = first_free(need.request, nodes, occupancy, need.unadvertised)
+        text = (f"fits now ({free} of {len(nodes)} node{'s' * (len(nodes) != 1)} free)" if free
+                else once_free(closest_node, short, occupancy))
+        out.append(verdict._replace(now=text))
+    return out

@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from policies.catalog import Catalog, GPUModel
-from policies.quantity import QuantityError, parse_quantity
+from policies.quantity import Number, QuantityError, parse_quantity
 from policies.selectors import Taint
 
 if TYPE_CHECKING:  # the DRA object model loads only for an inventory that has DRA objects
@@ -53,6 +53,22 @@ def _amount(raw: Any) -> int | None:
         return None
 
 
+def _exact(raw: Any) -> Number | None:
+    """A native allocatable quantity (cpu cores, memory bytes) exactly; None when unparsable."""
+    try:
+        return parse_quantity(raw)
+    except QuantityError:
+        return None
+
+
+def _is_native(name: str) -> bool:
+    """What NodeResourcesFit compares besides extended resources (policies/scheduling/fit.py)."""
+    return name in _NATIVE or name.startswith("hugepages-")
+
+
+_NATIVE = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
+
+
 def _is_extended(name: str) -> bool:
     """Extended resources have a domain; `kubernetes.io` names are native."""
     domain, slash, _ = name.partition("/")
@@ -72,7 +88,9 @@ class Node(NamedTuple):
     name: str
     labels: Mapping[str, str]
     taints: tuple[Taint, ...]
-    allocatable: Mapping[str, int]
+    # extended resources (whole numbers) and the natives NodeResourcesFit compares (cpu in
+    # cores, memory in bytes, pods...), exact
+    allocatable: Mapping[str, Number]
     model: GPUModel | None
     product: str  # the raw product label, "" when absent
     gpu_count: int
@@ -89,16 +107,20 @@ class Node(NamedTuple):
         listed = spec.get("taints")
         taints = tuple(Taint.from_dict(t) for t in listed if isinstance(t, dict)) \
             if isinstance(listed, list) else ()
-        allocatable: dict[str, int] = {}
+        allocatable: dict[str, Number] = {}
         for key, raw in _mapping(status.get("allocatable")).items():
-            if isinstance(key, str) and _is_extended(key) and (amount := _amount(raw)) is not None:
-                allocatable[key] = amount
+            if not isinstance(key, str):
+                continue
+            if _is_extended(key):
+                if (amount := _amount(raw)) is not None:
+                    allocatable[key] = amount
+            elif _is_native(key) and (exact := _exact(raw)) is not None:
+                allocatable[key] = exact
         product = next((labels[k] for k in PRODUCT_LABELS if labels.get(k)), "")
         count = _int_label(labels, "nvidia.com/gpu.count")
-        if count is None:
-            count = allocatable.get("nvidia.com/gpu")
-        if count is None:
-            count = allocatable.get("aliyun.com/gpu-count")
+        for key in ("nvidia.com/gpu", "aliyun.com/gpu-count"):  # extended: whole numbers
+            if count is None and key in allocatable:
+                count = int(allocatable[key])
         if count is None:
             count = _int_label(labels, "aliyun.accelerator/nvidia_count") or 0
         return cls(
@@ -119,7 +141,7 @@ class Pool(NamedTuple):
     node_names: tuple[str, ...]
     labels: Mapping[str, str]  # labels every node shares (per-node keys removed)
     taints: tuple[Taint, ...]
-    allocatable: Mapping[str, int]  # per node
+    allocatable: Mapping[str, Number]  # per node, as Node.allocatable
     model: GPUModel | None
     product: str
     gpu_count: int  # per node
@@ -129,6 +151,15 @@ class Pool(NamedTuple):
     node_labels: Mapping[str, Mapping[str, str]] = MappingProxyType({})
     dra_served: frozenset[str] = frozenset()  # as Node.dra_served
     cordoned: bool = False  # spec.unschedulable: the scheduler's NodeUnschedulable filter
+    # The other allocatables of its nodes, where cpu, memory, pods... differ from the first
+    # node's (`allocatable`); most pools have none.
+    variants: tuple[Mapping[str, Number], ...] = ()
+    # A node template (policies/scheduling/templates.py): capacity an autoscaler can start,
+    # not a node ("NodePool gpu-l4-spot"); its node_names are its label sets.
+    template: str = ""
+    # Why the autoscaler cannot start such a node now (a NodePool's limits, a node group at
+    # its max size); "" when it can.
+    blocked: str = ""
 
     def labels_of(self, node_name: str) -> dict[str, str]:
         """The full labels of one node of this pool."""
@@ -143,7 +174,8 @@ class Pool(NamedTuple):
         `by_name` (matchFields on metadata.name), every node is yielded with its full labels;
         otherwise one representative pair (first node, shared labels) stands for the pool.
         """
-        if by_name or not PER_NODE_LABELS.isdisjoint(keys):
+        if by_name or not PER_NODE_LABELS.isdisjoint(keys) or (
+                self.template and len(self.node_names) > 1):
             for name in self.node_names:
                 yield name, self.labels_of(name)
         else:
@@ -160,6 +192,14 @@ class Inventory:
     # Cordoned nodes, grouped as pools are: only explain looks at them (no admission can land
     # a pod there, so they are not pools a pod may fit).
     cordoned: tuple[Pool, ...] = ()
+    # Capacity that can appear (policies/scheduling/templates.py): pools of node templates,
+    # and what could not be read of them (TemplateProblem).
+    templates: tuple[Pool, ...] = ()
+    template_problems: tuple[Any, ...] = ()
+    # namespace -> its LimitRange defaults for containers (policies/scheduling/request.py)
+    limits: Mapping[str, Any] = field(default_factory=dict)
+    # what the pods bound to each node hold (policies/scheduling/occupancy.py), where known
+    occupancy: Any = None
     # name -> node (the first of a name), so that `node()` is not a scan of every node for
     # every pod the audit reads (2,000 nodes x 100,000 pods)
     _by_name: dict[str, Node] = field(init=False, repr=False, compare=False)
@@ -189,7 +229,10 @@ class Inventory:
             shared = frozenset(
                 (k, v) for k, v in node.labels.items() if k not in PER_NODE_LABELS
             )
-            key = (node.unschedulable, shared, node.taints, frozenset(node.allocatable.items()),
+            # cpu and memory allocatable differ by a few KiB between nodes of one instance
+            # type: they do not split a pool (Pool.variants keeps them)
+            key = (node.unschedulable, shared, node.taints,
+                   frozenset(i for i in node.allocatable.items() if _is_extended(i[0])),
                    node.dra_served, node.product)
             groups.setdefault(key, []).append(node)
         used: set[str] = set()
@@ -247,7 +290,15 @@ def _pool(members: list[Node], used: set[str]) -> Pool:
     per_node = {
         m.name: {k: v for k, v in m.labels.items() if k in PER_NODE_LABELS} for m in members
     }
+    seen = {frozenset(first.allocatable.items())}
+    variants = []
+    for member in members:
+        items = frozenset(member.allocatable.items())
+        if items not in seen:
+            seen.add(items)
+            variants.append(member.allocatable)
     return Pool(
+        variants=tuple(variants),
         name=name,
         node_names=tuple(m.name for m in members),
         labels=labels,

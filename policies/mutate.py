@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from policies import inject_classes
+from policies.apiserver import ApiObjects
 from policies.decision import Finding
 from policies.display import shown
 from policies.dra.demand import by_name, claims_gpu
@@ -23,6 +25,7 @@ from policies.patch import Patch, PatchConflict
 from policies.paths import FieldPath, to_pointer
 from policies.resources import PodDemand
 from policies.shape import NODE_AFFINITY, PREFERRED, REQUIRED, TERM, absent_or
+from policies.view import targeted_products
 from policies.workloads import POD_FIELDS, FieldsStep
 
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
@@ -54,11 +57,17 @@ class Plan(NamedTuple):
 
 def inject(
     patch: Patch, prefix: FieldPath, demand: PodDemand, policies: Sequence[GPUPolicy],
-    pod_fields: Collection[str] = POD_FIELDS, fields_at: Sequence[FieldsStep] = (),
+    pod_fields: Collection[str] = POD_FIELDS, fields_at: Sequence[FieldsStep] = (), *,
+    api: ApiObjects | None = None, pod: bool = False, notes: list[str] | None = None,
+    models: Sequence[tuple[dict[str, Any], str]] = (),
 ) -> Iterator[tuple[GPUPolicy, Finding]]:
     """Apply every policy's `inject` to the pod spec at `prefix`, writing only the pod-level
     fields its kind has there (`pod_fields`), at `fields_at` when the kind keeps them apart
-    (a TrainJob's runtime patch); yield conflicts found."""
+    (a TrainJob's runtime patch); yield conflicts found. `api`: the classes the injected
+    priority and runtime class names resolve to (`pod`: the spec is a Pod's own, which the
+    API server's plugins have already seen); `models`: the required product affinity each
+    policy's allowedModels asks for (policies/allowed_models.py); `notes` gets what was not
+    injected, and why."""
     if not policies:
         return
     plan = plan_for(policies)
@@ -81,10 +90,19 @@ def inject(
             yield from _node_selector(patch, (*prefix, "nodeSelector"), plan)
         if "affinity" in pod_fields:
             _node_affinity(patch, (*prefix, "affinity", "nodeAffinity"), plan)
+            if models and not targeted_products(patch.get(prefix)):
+                _node_affinity(patch, (*prefix, "affinity", "nodeAffinity"),
+                               plan._replace(required=tuple(models), preferred=()))
+        said = notes if notes is not None else []
         for field, value, by in plan.single:
-            # unset (absent or ""); any other value is theirs
-            if field in pod_fields and patch.get((*prefix, field)) in (None, ""):
-                patch.set((*prefix, field), value, by=by)
+            if field not in pod_fields:
+                continue
+            if field == "priorityClassName":
+                inject_classes.priority(patch, prefix, value, by, api, pod, said)
+            else:
+                for finding in inject_classes.runtime(patch, prefix, value, by, api, pod, said,
+                                                      pod_fields):
+                    yield _policy(policies, by), finding
     except PatchConflict as exc:
         yield policies[0], Finding("pod-spec-malformed", str(exc), prefix)
 
@@ -153,6 +171,10 @@ def _descend(patch: Patch, path: FieldPath, rest: Sequence[FieldsStep]) -> Field
     for name, key, _ in rest:
         path = (*path, name, 0) if key else (*path, name)
     return path
+
+
+def _policy(policies: Sequence[GPUPolicy], name: str) -> GPUPolicy:
+    return next((p for p in policies if p.name == name), policies[0])
 
 
 def _winner(policies: Sequence[GPUPolicy]) -> str:

@@ -367,3 +367,113 @@ def _totals(containers: list[Container]) -> dict[str, Number]:
                 peak[name] = max(peak.get(name, 0), sidecars.get(name, 0) + value)
     return {name: max(running.get(name, 0), peak.get(name, 0))
             for name in {n for c in containers for n in c.amounts}}
+
+
+# ---- GPU-equivalents of shared GPUs -----------------------------------------------------------
+# A share of a GPU still occupies the device: a pod that asks for a share on each of N devices
+# holds N devices as far as "how many GPUs may one pod or container hold" goes, whatever the
+# share's size. Whole-device names (nvidia.com/gpu, which is also HAMi's vGPU count) are counted
+# as they are; what follows counts the other forms.
+_DEVICE_COUNT = {"volcano-vgpu": "volcano.sh/vgpu-number",
+                 "volcano-gpushare": "volcano.sh/gpu-number"}
+
+
+class SharedDevices(NamedTuple):
+    """Devices one form of GPU sharing occupies, and where the pod asks for it."""
+
+    devices: int
+    path: FieldPath
+    # how a message names the form: (the name asked for, what it asks, why so many devices),
+    # put together only when a rule reports it
+    parts: tuple[str, object, str]
+
+    @property
+    def what(self) -> str:
+        name, value, why = self.parts
+        return f"{name} {value}{why}" if value != "" else f"{name}{why}"
+
+
+def container_shares(container: Container, cards: int = 1) -> list[SharedDevices]:
+    """The devices a container's shared-GPU resources occupy: Volcano's vgpu-number and
+    gpu-number (a vGPU on each of that many devices; 1 when only memory or cores are given),
+    HAMi memory or cores without nvidia.com/gpu (HAMi gives such a container one vGPU), and
+    gpushare memory, spread over the pod label's `cards` devices."""
+    found: list[SharedDevices] = []
+    families: dict[str, Amount] = {}
+    for amount in container.amounts.values():
+        if amount.value > 0 and amount.resource.counts_as_gpu:
+            families.setdefault(amount.resource.family, amount)
+    for family, first in families.items():
+        if family == "hami":
+            if "whole" not in families:
+                found.append(SharedDevices(1, first.path, (first.resource.name, "",
+                                                            " (one HAMi vGPU)")))
+        elif family in _DEVICE_COUNT:
+            count = container.amounts.get(_DEVICE_COUNT[family])
+            if count is not None and count.value > 0:
+                found.append(SharedDevices(_ceil(count.value), count.path,
+                                           (count.resource.name, count.value, "")))
+            else:
+                found.append(SharedDevices(1, first.path, (first.resource.name, "",
+                                                            " (one shared device)")))
+        elif family == "gpushare" and first.resource.name != ACK_CARDS:
+            found.append(SharedDevices(cards, first.path, (
+                first.resource.name, "", f" on {cards} card{'s' * (cards != 1)}")))
+    return found
+
+
+def kai_share(fraction: FractionRequest | None) -> SharedDevices | None:
+    """The devices a KAI share occupies: `gpu-fraction` of each of
+    `gpu-fraction-num-devices` devices, or `gpu-memory` of one. None when neither is valid
+    (gpu-fraction-annotation says why)."""
+    if fraction is None or (fraction.fraction is None and fraction.memory_mib is None):
+        return None
+    if fraction.fraction is None:
+        return SharedDevices(1, (*fraction.path, KAI_MEMORY), (KAI_MEMORY, "",
+                                                                " on one device"))
+    devices = fraction.devices if fraction.memory_mib is None else 1
+    return SharedDevices(devices, (*fraction.path, KAI_DEVICES if devices > 1 else KAI_FRACTION),
+                         (KAI_FRACTION, fraction.fraction, f" of each of {devices} device"
+                          f"{'s' * (devices != 1)}" if devices != 1 else " of one device"))
+
+
+def shared_gpus(found: PodDemand) -> tuple[int, list[SharedDevices]]:
+    """The devices the pod's GPU shares occupy at once (containers' shares summed as their
+    resources are: app containers and sidecars added, init containers max'ed; gpushare's
+    cards once per pod, since the pod's memory is spread over the same cards; a KAI share
+    once per pod), and the shares themselves."""
+    if found.fraction is None and found.present.isdisjoint(SHARED_FAMILIES):
+        return 0, []  # almost every pod: nothing to walk
+    running = sidecars = peak = 0
+    shares: list[SharedDevices] = []
+    gpushare: SharedDevices | None = None
+    for container in found.containers:
+        if not container.gpu:
+            continue
+        for share in container_shares(container, found.gpushare_cards):
+            if share.path[-1] in _POD_WIDE:
+                gpushare = gpushare or share
+                continue
+            shares.append(share)
+            if container.role in ("app", "sidecar"):
+                running += share.devices
+            if container.role == "sidecar":
+                sidecars += share.devices
+            elif container.role == "init":
+                peak = max(peak, sidecars + share.devices)
+    total = max(running, peak)
+    for pod_wide in (gpushare, kai_share(found.fraction)):
+        if pod_wide is not None:
+            shares.append(pod_wide)
+            total += pod_wide.devices
+    return total, shares
+
+
+# gpushare memory and cores: the pod's amounts, summed, go to the same cards
+# (and Volcano gpushare memory without a gpu-number: one card for the pod)
+_POD_WIDE = frozenset({"aliyun.com/gpu-mem", "aliyun.com/gpu-core.percentage",
+                       "volcano.sh/gpu-memory"})
+
+
+def _ceil(value: Number) -> int:
+    return int(-(-value // 1))

@@ -36,6 +36,9 @@ class PodView:
     pod_fields: frozenset[str] = POD_FIELDS
     # A Pod whose status says it runs or has run (an audited pod), not one being admitted.
     started: bool = False
+    # A Pod the API server holds (its status has a phase, Pending included): admitted, so
+    # counted in its namespace's quota usage already, its priority class resolved.
+    admitted: bool = False
     # Answers several policies' rules share within one review (the pool verdicts of the
     # pod with its claims): worked out once per view.
     memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)

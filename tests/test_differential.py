@@ -17,6 +17,7 @@ import yaml
 from policies import yamlpos
 from policies.context import Context
 from policies.engine import namespace_of, review
+from policies.rules import NOT_AT_ADMISSION
 from tests.engine.casetable import Case, context_for, load_cases
 from tests.server.harness import envelope, make_request
 from webhook.cluster.files import FileSource
@@ -39,11 +40,16 @@ class Doors:
         self.context = context
         state = State(context.catalog, excluded_namespaces=context.excluded_namespaces)
         state.update(policies=context.policies, namespaces=context.namespaces,
-                     inventory=context.inventory, claims=context.claims)
+                     inventory=context.inventory, claims=context.claims, api=context.api)
+        # what the webhook judges with: no ResourceQuotas (the API server's quota admission
+        # runs after it), the rest alike
+        self.admission = state.context
         self.client = create_app(state).test_client()
 
-    def review(self, obj: dict[str, Any], namespace: str) -> tuple[bool, set[str]]:
-        decision = review(obj, self.context, namespace=namespace)
+    def review(self, obj: dict[str, Any], namespace: str,
+               admission: bool = False) -> tuple[bool, set[str]]:
+        decision = review(obj, self.admission if admission else self.context,
+                          namespace=namespace)
         return decision.allowed, {v.rule for v in decision.violations}
 
     def report(self, obj: dict[str, Any], namespace: str) -> bool:
@@ -80,7 +86,7 @@ class Doors:
         req = make_request(obj, namespace=namespace, uid="differential")
         resp = self.client.post("/validate", data=json.dumps(envelope(req)),
                                 content_type="application/json")
-        decision = review(obj, self.context, namespace=namespace)
+        decision = review(obj, self.admission, namespace=namespace)
         return resp.get_json()["response"].get("warnings", []), shape_warnings(
             decision.warnings)
 
@@ -134,8 +140,12 @@ def _agree(doors: Doors, path: Path, namespace: str | None) -> Iterator[str]:
                                                        rules | read | judged):
                 yield f"lint {linted.get(doc.index)} != review {(clean, rules | read)}"
             hooked, said = doors.webhook(obj, ns)
-            if hooked != allowed or any(r not in said and _key(r) not in said for r in rules):
-                yield f"webhook {hooked} {said!r} != review {(allowed, rules)}"
+            admitted, judged_rules = doors.review(obj, ns, admission=True)
+            if judged_rules != rules - NOT_AT_ADMISSION:
+                yield f"admission review {judged_rules} != review {rules} less quota"
+            if hooked != admitted or any(r not in said and _key(r) not in said
+                                         for r in judged_rules):
+                yield f"webhook {hooked} {said!r} != review {(admitted, judged_rules)}"
             if namespace is None and audited_kind(obj):
                 got = audited.get(_label(obj, ns), (True, set()))
                 if got != (clean, rules):
@@ -191,6 +201,8 @@ HOSTILE = {
     "deep-nesting": ("apiVersion: v1\nkind: Pod\nspec: " + "[" * 300 + "]" * 300 + "\n",
                      "yaml-syntax"),
     "tab-indent": ("apiVersion: v1\nkind: Pod\nspec:\n\tcontainers: []\n", "yaml-tab"),
+    # a JSON text of more values than a document may hold, counted before any is built
+    "json-value-bomb": ("[" + "{}," * (yamlpos.MAX_EXPANDED_NODES // 2) + "{}]", "yaml-syntax"),
 }
 
 

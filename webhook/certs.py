@@ -108,6 +108,33 @@ def build_serving_cert(
     )
 
 
+def load_ca(directory: str | Path) -> CA | None:
+    """The CA kept in `directory` (ca.crt and ca.key), or None when there is none. A pair that
+    is there but unusable (unreadable, key not the certificate's, not a CA, not an EC key)
+    raises ValueError saying which."""
+    where = Path(directory)
+    try:
+        cert_pem, key_pem = (where / CA_FILE).read_bytes(), (where / CA_KEY_FILE).read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{where}: not a PEM CA certificate and key: {exc}") from None
+    der = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or \
+            key.public_key().public_bytes(*der) != cert.public_key().public_bytes(*der):
+        raise ValueError(f"{where}: {CA_KEY_FILE} is not the EC key of {CA_FILE}")
+    try:
+        is_ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    except x509.ExtensionNotFound:
+        is_ca = False
+    if not is_ca:
+        raise ValueError(f"{where}: {CA_FILE} is not a CA certificate")
+    return CA(cert, key)
+
+
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
@@ -136,6 +163,16 @@ def write_bundle(bundle: Bundle, directory: str | Path) -> dict[str, Path]:
     if bundle.ca_key_pem:
         paths["ca_key"] = out / CA_KEY_FILE
         _write(paths["ca_key"], bundle.ca_key_pem, 0o600)
+    return paths
+
+
+def write_ca(ca: CA, directory: str | Path) -> dict[str, Path]:
+    """Write the CA's ca.crt and ca.key (mode 0600) into `directory`."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"ca": out / CA_FILE, "ca_key": out / CA_KEY_FILE}
+    _write(paths["ca_key"], _key_pem(ca.key), 0o600)
+    _write(paths["ca"], ca.cert.public_bytes(serialization.Encoding.PEM), 0o644)
     return paths
 
 

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 from cel_expr_python import cel
 
 from policies.dra import cel_library
-from policies.dra.cel_cost import CEL_SELECTOR_MAX_COST, cost
+from policies.dra.cel_cost import CEL_SELECTOR_MAX_COST, checked_ast, estimate, list_typed_use
 from policies.dra.cel_library import CelError
 from policies.dra.cel_library import safe as _safe
 from policies.dra.objects import MAX_EXPRESSION, Device
@@ -238,6 +238,17 @@ class Program(NamedTuple):
     # (cel-go) allows: we cannot judge it, so it is neither invalid nor evaluated.
     unsupported: bool = False
     cost: int = 0  # the estimated worst-case cost (cel_cost.py); 0 when not compiled
+    # What the apiserver's compiler says of it in a new object (its NewExpressions
+    # environment, at 1.37's default gates): a list-typed use of an attribute needs the alpha
+    # DRAListTypeAttributes gate. A stored object's expression (a class, a claim already
+    # there) compiles in the StoredExpressions environment, which has them, and the
+    # scheduler evaluates it as such: `compiled` stays usable. "" when there is nothing.
+    new_error: str = ""
+
+    @property
+    def admission_error(self) -> str:
+        """Why the apiserver refuses a new object with this selector; "" when it does not."""
+        return self.error or self.new_error
 
 
 @lru_cache(maxsize=2048)
@@ -267,13 +278,15 @@ def compile_selector(expression: str) -> Program:
         return Program(expression, None, "must evaluate to bool or the unknown type, not "
                        f"{returned.name().lower()}", domains)
     try:
-        estimated = cost(compiled.serialize())
+        ast = checked_ast(compiled.serialize())
     except Exception:  # an AST we cannot read: judge it by evaluating, as before
-        estimated = 0
+        ast = None
+    listed = list_typed_use(ast) if ast is not None else ""
+    estimated = estimate(ast) if ast is not None else 0
     if estimated > CEL_SELECTOR_MAX_COST:
         return Program(expression, None, "Forbidden: too complex, exceeds cost limit",
                        domains, cost=estimated)
-    return Program(expression, compiled, "", domains, cost=estimated)
+    return Program(expression, compiled, "", domains, cost=estimated, new_error=listed)
 
 
 def _unknown_device_field(expression: str) -> str:

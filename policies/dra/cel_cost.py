@@ -217,3 +217,44 @@ def estimate(node: Node, unknown: int = UNKNOWN_SIZE) -> int:
 
 def cost(serialized: bytes, unknown: int = UNKNOWN_SIZE) -> int:
     return estimate(checked_ast(serialized), unknown)
+
+
+def _attribute_value(node: Node) -> bool:
+    """`device.attributes["domain"].name` or `device.attributes["domain"]["name"]`: one
+    attribute's value (not a domain's map, which is iterable)."""
+    if not node.children or not (node.kind == "select" or (node.kind == "call"
+                                                            and node.name == "_[_]")):
+        return False
+    inner = node.children[0]
+    return inner.kind == "call" and inner.name == "_[_]" and bool(inner.children) \
+        and inner.children[0].kind == "select" and inner.children[0].name == "attributes"
+
+
+def list_typed_use(node: Node) -> str:
+    """Where a selector uses an attribute's value as a list: what the apiserver's compiler
+    refuses in a new claim or class at 1.37's default gates (its NewExpressions environment).
+    There an attribute's value is declared `any` (a scalar of four kinds); only with the
+    alpha DRAListTypeAttributes gate is it `dyn`, which can be a list (and `includes()` is
+    declared). "" when there is none."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current.kind == "comprehension":
+            over = current.loop.get("range")
+            if over is not None and _attribute_value(over):
+                return ("compilation failed: ERROR: expression of type 'any' cannot be the "
+                        "range of a comprehension (must be list, map, or dynamic): list-typed "
+                        "attributes need the alpha DRAListTypeAttributes feature gate")
+            stack += current.loop.values()
+            continue
+        if current.kind == "call" and (
+                (current.name == "size" and any(map(_attribute_value, current.children)))
+                or (current.name == "@in" and len(current.children) == 2
+                    and _attribute_value(current.children[1]))
+                or (current.name == "_[_]" and current.children
+                    and _attribute_value(current.children[0]))):
+            return (f"compilation failed: ERROR: found no matching overload for "
+                    f"'{current.name.lstrip('@')}' applied to an attribute of type 'any': "
+                    "list-typed attributes need the alpha DRAListTypeAttributes feature gate")
+        stack += current.children
+    return ""

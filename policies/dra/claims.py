@@ -38,9 +38,10 @@ def selector_problems(claim: Claim, classes: Mapping[str, DeviceClass] | None = 
     for request in requests_of(claim):
         for selector in request.selectors:
             program = compile_selector(selector.expression)
-            if program.error:
+            if program.admission_error:  # the claim is new: the apiserver compiles it so
                 out.append(Problem(selector.path, f"{to_display(selector.path)}: Invalid "
-                                   f"value: {_clip(selector.expression)}: {program.error}",
+                                   f"value: {_clip(selector.expression)}: "
+                                   f"{program.admission_error}",
                                    "advice" if program.unsupported else "selector-invalid"))
         cls = (classes or {}).get(request.class_name)
         for selector in cls.selectors if cls else ():

@@ -47,7 +47,9 @@ from policies.rules import (
     mig_profile_not_allowed,
     mig_profile_unknown,
     pod_field_invalid,
+    priority_class_unknown,
     privileged_gpu_container,
+    resource_quota_exceeded,
     shared_core_invalid,
     shared_gpu_over_limit,
     shared_memory_over_device,
@@ -87,6 +89,8 @@ _MODULES: tuple[ModuleType, ...] = (
     dra_device_class_unknown,
     gpu_no_matching_hardware,
     dra_no_matching_device,
+    priority_class_unknown,
+    resource_quota_exceeded,
 )
 
 # Rules over a ResourceClaim or template of its own (`check_claim`), in report order.
@@ -129,7 +133,10 @@ def for_families(present: frozenset[str]) -> tuple[tuple[ModuleType, ...], tuple
 
     return (tuple(filter(wanted, INTRINSIC_RULES)), tuple(filter(wanted, POLICY_RULES)))
 # Rules that are not modules: they come from mutation and from reading the input.
-OTHER_RULE_IDS = ("node-selector-conflict", "pod-spec-malformed")
+OTHER_RULE_IDS = ("node-selector-conflict", "pod-spec-malformed", "runtime-class-conflict")
+# What the webhook leaves to the API server's own admission (it has no ResourceQuotas):
+# reported by lint, review, explain and the audit only.
+NOT_AT_ADMISSION = frozenset({resource_quota_exceeded.ID})
 
 
 def get(rule_id: str) -> ModuleType:

@@ -1,12 +1,19 @@
 """gpu-max-per-pod: whole devices a pod holds at once (app containers and sidecars summed,
 init containers max'ed, GPUs of its ResourceClaims added) stay within `rules.maxGPUsPerPod`.
-A claim that asks for more GPUs than any pod may hold is refused on its own.
+A claim that asks for more GPUs than any pod may hold is refused on its own. A share of a GPU
+occupies its device, so shares count as the devices they sit on: a KAI `gpu-fraction` on each
+of `gpu-fraction-num-devices` devices counts that many, `gpu-memory` one; Volcano
+`vgpu-number` / `gpu-number` their number; HAMi memory or cores without `nvidia.com/gpu` one;
+gpushare memory the pod label `aliyun.com/gpu-count` (one without it).
 
 FAIL (maxGPUsPerPod: 8): two containers with `nvidia.com/gpu: 6`; one with `nvidia.com/gpu: 4`
   and a ResourceClaim of 6 GPUs
   `deviceclass.resource.kubernetes.io/gpu.nvidia.com: 9`, or 9 of a class's own
   `extendedResourceName` (`example.com/gpu`): DRA serves them from the class's GPUs
-PASS: one container with 8; an init container with 8 then an app container with 8
+FAIL (maxGPUsPerPod: 2): annotations `gpu-fraction: "1"`, `gpu-fraction-num-devices: "16"`;
+  `volcano.sh/vgpu-number: 3`
+PASS: one container with 8; an init container with 8 then an app container with 8;
+  (maxGPUsPerPod: 2) `gpu-fraction: "0.5"` on 2 devices
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from policies.decision import Finding
 from policies.dra.claims import devices_of
 from policies.dra.demand import devices
 from policies.model import GPUPolicy
-from policies.resources import WHOLE_DEVICE
+from policies.resources import WHOLE_DEVICE, shared_gpus
 from policies.view import ClaimView, PodView
 
 ID = "gpu-max-per-pod"
@@ -32,16 +39,22 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
         return
     claimed = devices(view.demand.claims, "gpu")
     served = devices(view.demand.served, "gpu")
-    if claimed or served:
+    shared, shares = shared_gpus(view.demand)
+    if claimed or served or shared:
         plugin = sum(v for n, v in view.demand.totals.items() if n in WHOLE_DEVICE)
-        total = plugin + claimed + served
+        total = plugin + claimed + served + shared
         if total > limit:
             parts = [f"{claimed} through ResourceClaims" if claimed else "",
                      f"{served} through {_names(view)}, served by DRA" if served else "",
+                     f"{shared} through GPU shares ("
+                     f"{'; '.join(s.what for s in shares)})" if shared else "",
                      f"{plugin} through extended resources" if plugin else ""]
+            where = view.at("resourceClaims") if claimed else \
+                max(shares, key=lambda s: s.devices).path if shared and not plugin \
+                else view.containers_path
             yield Finding(ID, f"the pod holds {total} GPUs at once "
                           f"({' and '.join(p for p in parts if p)}); at most {limit} allowed",
-                          view.at("resourceClaims") if claimed else view.containers_path)
+                          where)
         return
     for name, total in view.demand.totals.items():
         if name in WHOLE_DEVICE and total > limit:

@@ -32,6 +32,8 @@ RESOURCES: dict[tuple[str, str], list[tuple[str, str, bool]]] = {
         ("validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False)],
     ("apiextensions.k8s.io", "v1"): [
         ("customresourcedefinitions", "CustomResourceDefinition", False)],
+    ("networking.k8s.io", "v1"): [("networkpolicies", "NetworkPolicy", True)],
+    ("discovery.k8s.io", "v1"): [("endpointslices", "EndpointSlice", True)],
 }
 
 
@@ -68,6 +70,7 @@ def _discovery(path: str) -> dict[str, Any] | None:
 class FakeAPIServer:
     def __init__(self) -> None:
         self.secrets: dict[str, dict[str, Any]] = {}  # API path -> Secret
+        self.lists: dict[str, list[dict[str, Any]]] = {}  # API path of a list -> its items
         self.requests: list[str] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
 
@@ -93,6 +96,9 @@ class FakeAPIServer:
     def _answer(self, path: str) -> dict[str, Any] | None:
         if path in self.secrets:
             return self.secrets[path]
+        if path in self.lists:
+            return {"kind": "List", "apiVersion": "v1", "metadata": {},
+                    "items": self.lists[path]}
         if path.endswith("/secrets"):  # helm's release storage: no earlier releases
             return {"kind": "SecretList", "apiVersion": "v1", "metadata": {}, "items": []}
         return _discovery(path)

@@ -67,6 +67,12 @@ def one(objects: Iterable[dict[str, Any]], kind: str) -> dict[str, Any]:
     return found[0]
 
 
+def named(objects: Iterable[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind} {name}, found {len(found)}"
+    return found[0]
+
+
 def webhooks(objects: Sequence[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
     """name -> webhook entry of the (Mutating|Validating)WebhookConfiguration; {} when absent."""
     configs = [o for o in objects if o["kind"] == kind]

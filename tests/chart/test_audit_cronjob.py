@@ -145,3 +145,75 @@ def test_the_rendered_command_writes_the_reports(tmp_path: Path) -> None:
         assert {r["metadata"]["namespace"] for r in reports} < {f"team-{n}" for n in range(6)}
         assert not server.objects("openreports.io/v1alpha1", "ClusterReport")  # shard 0's
         assert all(r["summary"]["fail"] == 1 for r in reports)
+
+
+# ---- audit.namespaces: the report writes granted per namespace (issue 27) -------------------
+
+SCOPED = ("--set-json", 'audit.namespaces=["team-1","team-4"]')
+
+
+def test_scoped_audit_writes_reports_through_roles_in_its_namespaces_only() -> None:
+    objects = render("default", SCOPED)
+    assert _named(objects, "ClusterRole", "rel-gpupolicy-audit-reports") is None
+    assert _named(objects, "ClusterRoleBinding", "rel-gpupolicy-audit-reports-cronjob") is None
+    roles = [o for o in objects if o["kind"] == "Role"
+             and o["metadata"]["name"] == "rel-gpupolicy-audit-reports"]
+    bindings = [o for o in objects if o["kind"] == "RoleBinding"
+                and o["metadata"]["name"] == "rel-gpupolicy-audit-reports"]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-1", "team-4"]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-1", "team-4"]
+    for role in roles:  # namespaced report kinds only: no cluster report
+        assert {(g, r) for rule in role["rules"] for g in rule["apiGroups"]
+                for r in rule["resources"]} == {("openreports.io", "reports"),
+                                                ("wgpolicyk8s.io", "policyreports")}
+        assert all(sorted(rule["verbs"]) == REPORT_VERBS for rule in role["rules"])
+    for binding in bindings:
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                      "name": "rel-gpupolicy-audit-reports"}
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "rel-gpupolicy-audit",
+                                        "namespace": "gpu-system"}]
+    # the list-only audit role stays cluster-wide: reading is not what this narrows
+    assert _named(objects, "ClusterRoleBinding", "rel-gpupolicy-audit-cronjob") is not None
+    args = _container(one(objects, "CronJob"))["args"]
+    assert [a for a in args if a.startswith("--namespace=")] == ["--namespace=team-1",
+                                                                 "--namespace=team-4"]
+
+
+def test_unscoped_audit_keeps_the_cluster_role() -> None:
+    objects = render()
+    assert _named(objects, "ClusterRole", "rel-gpupolicy-audit-reports") is not None
+    assert not [o for o in objects if o["kind"] == "Role" and "audit" in o["metadata"]["name"]]
+    assert not any(a.startswith("--namespace") for a in _container(one(objects,
+                                                                       "CronJob"))["args"])
+
+
+@pytest.mark.parametrize("value", ['["Team-A"]', '["a","a"]', '[""]'])
+def test_audit_namespaces_must_be_namespace_names(value: str) -> None:
+    result = template("--set-json", f"audit.namespaces={value}")
+    assert result.returncode != 0 and "namespaces" in result.stderr
+
+
+def test_the_rendered_scoped_command_writes_only_its_namespaces_reports(tmp_path: Path) -> None:
+    objects = render("default", SCOPED)
+    for suffix, directory in (("-policies", "policies"), ("-workload-kinds", "kinds")):
+        [config] = [o for o in objects if o["kind"] == "ConfigMap"
+                    and o["metadata"]["name"] == f"rel-gpupolicy{suffix}"]
+        (tmp_path / directory).mkdir()
+        for name, text in (config.get("data") or {}).items():
+            (tmp_path / directory / name).write_text(text, encoding="utf-8")
+    args = [a.replace("=/policies", f"={tmp_path / 'policies'}")
+            .replace("=/etc/gpupolicy/", f"={tmp_path / 'kinds'}/")
+            for a in _container(one(objects, "CronJob"))["args"]]
+    with FakeAPIServer() as server:
+        server.install("openreports.io/v1alpha1", "Report")
+        server.install("openreports.io/v1alpha1", "ClusterReport")
+        server.add_all([gpupolicy("max-one", rules={"maxGPUsPerPod": 1}),
+                        *(namespace(f"team-{n}") for n in range(6)),
+                        *(_pod("two", f"team-{n}", gpus=2) for n in range(6))])
+        out, err = io.StringIO(), io.StringIO()
+        code = cli([*args, "--kubeconfig", server.kubeconfig(str(tmp_path / "kc"))], out, err)
+        assert code == 0, err.getvalue()
+        reports = server.objects("openreports.io/v1alpha1", "Report")
+        assert sorted(r["metadata"]["namespace"] for r in reports) == ["team-1", "team-4"]
+        assert not server.objects("openreports.io/v1alpha1", "ClusterReport")
+        assert all(r["summary"]["fail"] == 1 for r in reports)

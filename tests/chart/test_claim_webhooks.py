@@ -41,13 +41,15 @@ def test_claims_are_validated_and_never_mutated(values: str) -> None:
 @pytest.mark.parametrize(
     ("extra", "present", "conditions"),
     [
-        ((), True, ["gpu-related", "spec-changed", "not-generated-for-a-pod"]),
+        ((), True, ["gpu-related", "spec-changed", "not-from-a-claim-controller"]),
+        (("--set-json", "webhooks.validate.claimControllers=[]"), True,
+         ["gpu-related", "spec-changed"]),
         (("--set", "webhooks.validate.claims=false"), False, None),
         (("--set", "webhooks.validate.enabled=false"), False, None),
         (("--set", "webhooks.matchConditions=false"), True, None),
         (("--kube-version", "1.27.0"), True, None),  # no matchConditions before 1.28
     ],
-    ids=["default", "claims off", "validation off", "match conditions off", "1.27"],
+    ids=["default", "no claim controllers", "claims off", "validation off", "match conditions off", "1.27"],
 )
 def test_claim_webhook_switches(extra: tuple[str, ...], present: bool,
                                 conditions: list[str] | None) -> None:
@@ -113,7 +115,8 @@ SENT = [
      False),
     ("template without inner spec", {**template(), "spec": {}}, False),
     ("no metadata", claim(exactly("gpu.nvidia.com"), meta={}), True),
-    ("generated for a pod", claim(exactly("gpu.nvidia.com"), meta=GENERATED), False),
+    # a user's claim that says it was made for a pod (both fields are the writer's): sent
+    ("forged: generated for a pod", claim(exactly("gpu.nvidia.com"), meta=GENERATED), True),
     ("annotation, no pod owner", claim(exactly("gpu.nvidia.com"), meta={
         "name": "c", "annotations": GENERATED["annotations"]}), True),
     ("pod owner, not controller", claim(exactly("gpu.nvidia.com"), meta={
@@ -122,15 +125,47 @@ SENT = [
 
 
 def sent(hook: dict[str, Any], obj: dict[str, Any], operation: str = "CREATE",
-         old: dict[str, Any] | None = None) -> bool:
+         old: dict[str, Any] | None = None, user: str | None = "alice") -> bool:
     """Whether the API server would call the webhook: every matchCondition true."""
-    return all(evaluate(c["expression"], obj, operation=operation, old=old)
+    return all(evaluate(c["expression"], obj, operation=operation, old=old, user=user)
                for c in hook["matchConditions"])
 
 
 @pytest.mark.parametrize(("obj", "expected"), [c[1:] for c in SENT], ids=[c[0] for c in SENT])
 def test_only_gpu_claims_are_sent(obj: dict[str, Any], expected: bool) -> None:
     assert sent(_hook(), obj) is expected
+
+
+CONTROLLER = "system:serviceaccount:kube-system:resource-claim-controller"
+SENDERS = [
+    # (request.userInfo.username, the claim's metadata, sent)
+    ("system:serviceaccount:ml:trainer", GENERATED, True),  # the forged claim: judged
+    ("alice", GENERATED, True),
+    ("system:serviceaccount:kube-system:default", GENERATED, True),
+    ("system:serviceaccount:kube-system:resource-claim-controller-x", GENERATED, True),
+    (CONTROLLER, GENERATED, False),  # the controller making a pod's claim from its template
+    ("system:kube-controller-manager", GENERATED, False),  # without per-controller accounts
+    ("system:kube-scheduler", {**GENERATED, "annotations": {
+        "resource.kubernetes.io/extended-resource-name": "true"}}, False),
+    (None, GENERATED, True),  # no userInfo at all: sent, not trusted
+]
+
+
+@pytest.mark.parametrize(("user", "meta", "expected"), SENDERS,
+                         ids=[f"{u}" for u, _m, _e in SENDERS])
+def test_who_sent_the_claim_decides_not_its_fields(user: str | None, meta: dict[str, Any],
+                                                   expected: bool) -> None:
+    """The rendered matchConditions on a claim that says it was made for a pod: the sender's
+    identity alone keeps it from /validate."""
+    assert sent(_hook(), claim(exactly("mig.nvidia.com"), meta=meta), user=user) is expected
+
+
+def test_claim_controllers_come_from_values() -> None:
+    hook = _hook("default", ("--set-json",
+                             'webhooks.validate.claimControllers=["system:serviceaccount:x:y"]'))
+    forged = claim(exactly("gpu.nvidia.com"), meta=GENERATED)
+    assert sent(hook, forged, user=CONTROLLER)
+    assert not sent(hook, forged, user="system:serviceaccount:x:y")
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from celpy.evaluation import CELEvalError
 
 from policies.context import Context
 from policies.engine import review
+from policies.loading import parse_policies
 from policies.resources import (  # _FIXED: the engine's table of known names
     _FIXED,
     classify,
@@ -44,12 +45,16 @@ def _hook_for(obj: dict[str, Any], values: str = "default") -> dict[str, Any]:
 
 
 def evaluate(expression: str, obj: dict[str, Any], *, operation: str = "CREATE",
-             old: dict[str, Any] | None = None) -> bool:
+             old: dict[str, Any] | None = None, user: str | None = "alice") -> bool:
+    """`user` is request.userInfo.username (None: a request without userInfo)."""
     if expression not in _PROGRAMS:
         _PROGRAMS[expression] = _ENV.program(_ENV.compile(expression))
+    request: dict[str, Any] = {"operation": operation}
+    if user is not None:
+        request["userInfo"] = {"username": user, "groups": ["system:authenticated"]}
     result = _PROGRAMS[expression].evaluate({
         "object": json_to_cel(obj), "oldObject": json_to_cel(old),
-        "request": json_to_cel({"operation": operation}),
+        "request": json_to_cel(request),
     })
     if isinstance(result, CELEvalError):
         raise AssertionError(f"CEL error on {obj['kind']}: {result}")
@@ -270,7 +275,8 @@ def test_validation_skips_updates_that_leave_the_spec_alone(
     operation: str, obj: dict[str, Any], old: dict[str, Any] | None, sent: bool,
 ) -> None:
     hook = _hook_for(_GPU_POD)
-    assert [c["name"] for c in hook["matchConditions"]] == ["gpu-related", "spec-changed"]
+    assert [c["name"] for c in hook["matchConditions"]] == ["gpu-related",
+                                                             "spec-or-scheduling-changed"]
     results = [evaluate(c["expression"], obj, operation=operation, old=old)
                for c in hook["matchConditions"]]
     assert all(results) is sent
@@ -324,3 +330,90 @@ def test_debug_containers_reach_the_webhook(pod: dict[str, Any], sent: bool,
     decision = review(pod, _ENGINE, operation="UPDATE", subresource="ephemeralcontainers")
     assert decision.allowed is allowed
     assert sent or decision.allowed, "the engine would refuse what the webhook never sees"
+
+
+# Issue 27: an UPDATE that only adds what a GPU scheduler reads (a KAI share, gpushare's card
+# count, HAMi's GPU choice) to a pending pod must reach /validate, and be judged there.
+_TWO = Context(policies=parse_policies(
+    "apiVersion: gpupolicy.io/v1alpha1\nkind: GPUPolicy\nmetadata: {name: two}\n"
+    "spec: {rules: {maxGPUsPerPod: 2}}\n", "two"), catalog=load_catalog())
+
+
+def _pending(annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None,
+             spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "p", "namespace": "ml"}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    if labels is not None:
+        meta["labels"] = labels
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": spec or {"schedulerName": "kai-scheduler", **_pod_spec(CPU)}}
+
+
+_SIXTEEN = {"gpu-fraction": "1", "gpu-fraction-num-devices": "16"}
+_GPUSHARE = {"schedulerName": "default-scheduler",
+             **_pod_spec(_container({"limits": {"aliyun.com/gpu-mem": 8}}))}
+ANNOTATION_UPDATES = [
+    # (old pod, new pod, sent to /validate, allowed by the engine under maxGPUsPerPod: 2)
+    ("KAI share of 16 GPUs added", _pending(), _pending(_SIXTEEN), True, False),
+    ("KAI device count raised", _pending({"gpu-fraction": "1"}), _pending(_SIXTEEN), True,
+     False),
+    ("KAI share of 16 added beside other annotations", _pending({"team": "a"}),
+     _pending({"team": "a", **_SIXTEEN}), True, False),
+    ("small KAI share added", _pending(), _pending({"gpu-fraction": "0.5"}), True, True),
+    ("KAI memory added", _pending(), _pending({"gpu-memory": "4000"}), True, True),
+    ("gpushare spread over 4 cards", _pending(spec=_GPUSHARE),
+     _pending(labels={"aliyun.com/gpu-count": "4"}, spec=_GPUSHARE), True, False),
+    ("HAMi GPU type chosen", _pending(spec=_pod_spec(GPU)),
+     _pending({"nvidia.com/use-gputype": "H100"}, spec=_pod_spec(GPU)), True, True),
+    ("other annotation on a KAI pod", _pending(_SIXTEEN), _pending({**_SIXTEEN, "x": "y"}),
+     False, False),  # unchanged share: judged when it was written
+    ("other label on a GPU pod", _pending(spec=_pod_spec(GPU)),
+     _pending(labels={"app": "x"}, spec=_pod_spec(GPU)), False, True),
+    ("KAI share removed", _pending(_SIXTEEN), _pending(), False, True),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "sent", "allowed"), [r[1:] for r in ANNOTATION_UPDATES],
+                         ids=[r[0] for r in ANNOTATION_UPDATES])
+def test_updates_that_change_what_the_scheduler_reads_are_sent_and_judged(
+        old: dict[str, Any], new: dict[str, Any], sent: bool, allowed: bool) -> None:
+    hook = _hook_for(_GPU_POD)
+    results = [evaluate(c["expression"], new, operation="UPDATE", old=old)
+               for c in hook["matchConditions"]]
+    assert all(results) is sent
+    decision = review(new, _TWO, namespace="ml", operation="UPDATE")
+    assert decision.allowed is allowed, decision.violations
+    if not sent:  # what goes unjudged is what was judged before: the old pod's verdict
+        before = review(old, _TWO, namespace="ml", operation="UPDATE")
+        assert before.allowed is allowed or allowed, "an unsent update would escape a refusal"
+
+
+def test_the_chart_sends_every_scheduling_key_the_engine_reads() -> None:
+    from policies.resources import ACK_CARDS, KAI_DEVICES, KAI_FRACTION, KAI_MEMORY
+    values = yaml.safe_load((Path(__file__).parents[2] / "charts" / "gpupolicy" /
+                             "values.yaml").read_text())["webhooks"]["schedulingMetadata"]
+    assert {KAI_FRACTION, KAI_MEMORY, KAI_DEVICES} <= set(values["annotations"])
+    assert ACK_CARDS in values["labels"]
+
+
+# Issue 27: a user's ResourceClaim dressed as the resource claim controller's (its annotation
+# and a Pod controller reference) is sent to /validate; only the controller's own requests are
+# not. (More senders and values: test_claim_webhooks.py.)
+_FORGED = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+           "metadata": {"name": "p-gpu-x7k2q", "namespace": "ml",
+                        "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"},
+                        "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p",
+                                             "uid": "u", "controller": True}]},
+           "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
+               "deviceClassName": "gpu.nvidia.com", "count": 4}}]}}}
+
+
+@pytest.mark.parametrize(("user", "sent"), [
+    ("system:serviceaccount:ml:trainer", True),
+    ("system:serviceaccount:kube-system:resource-claim-controller", False),
+])
+def test_forged_generated_claim_is_sent(user: str, sent: bool) -> None:
+    hook = webhooks(render(), "ValidatingWebhookConfiguration")["claims.validate.gpupolicy.io"]
+    assert all(evaluate(c["expression"], _FORGED, user=user)
+               for c in hook["matchConditions"]) is sent

@@ -106,7 +106,8 @@ def _pod_spec(values: str = "default") -> dict[str, Any]:
         (("containers", 0, "readinessProbe", "httpGet", "port"), "metrics"),
         (("containers", 0, "readinessProbe", "httpGet", "scheme"), "HTTP"),
         (("containers", 0, "resources", "requests", "cpu"), "100m"),
-        (("containers", 0, "resources", "limits", "memory"), "512Mi"),
+        (("containers", 0, "resources", "requests", "memory"), "448Mi"),
+        (("containers", 0, "resources", "limits", "memory"), "640Mi"),
         (("containers", 0, "ports", 0, "containerPort"), 8443),
         (("containers", 0, "ports", 1), {"name": "metrics", "containerPort": 9090,
                                          "protocol": "TCP"}),
@@ -175,3 +176,22 @@ def test_helm_test_pod_dry_runs_a_gpu_pod() -> None:
     role = one(render(), "Role")
     assert role["metadata"]["namespace"] == "default"
     assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ((), "system-cluster-critical"),  # a Fail-closed webhook is not the first evicted
+        (("--set", "priorityClassName=gpu-infra"), "gpu-infra"),
+        (("--set", "priorityClassName="), None),  # the cluster's default priority
+    ],
+    ids=["default", "own class", "none"],
+)
+def test_priority_class_of_the_webhook_pods(extra: tuple[str, ...], expected: str | None) -> None:
+    spec = one(render("default", extra), "Deployment")["spec"]["template"]["spec"]
+    assert spec.get("priorityClassName") == expected
+
+
+def test_a_priority_class_that_is_no_name_is_refused_by_the_schema() -> None:
+    with pytest.raises(Exception, match="priorityClassName"):
+        render("default", ("--set", "priorityClassName=Not A Name"))

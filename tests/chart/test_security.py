@@ -13,10 +13,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.chart.helm import CI_VALUES, one, render, template
+from tests.chart.helm import CI_VALUES, named, one, render, template
 from tests.chart.test_render import K8S_VERSION
 from tests.chart.test_webhooks import KIND_RESOURCES
-from webhook.cluster.kinds import BUILT_IN, CUSTOM, PODS, WATCHED
+from webhook.cluster.kinds import AUDIT_ONLY, BUILT_IN, CUSTOM, PODS, WATCHED
 from webhook.inputs.sources import load_workload_kinds
 
 SERVER_SA = {"kind": "ServiceAccount", "name": "rel-gpupolicy", "namespace": "gpu-system"}
@@ -74,7 +74,7 @@ def _audit_reads(objects: tuple[dict[str, Any], ...], tmp: Path) -> set[tuple[st
     table.write_text(config["data"]["workload-kinds.yaml"])
     reads |= {(k.group, k.resource) for k in load_workload_kinds(table).kinds if k.resource}
     assert PODS[0] == "Pod"
-    return reads | {("", "pods"), *WATCHED}
+    return reads | {("", "pods"), *WATCHED, *AUDIT_ONLY}
 
 
 @pytest.mark.parametrize("values", CI_VALUES)
@@ -179,10 +179,15 @@ def test_each_pod_gets_only_the_keys_it_needs(values: str, pod: str,
     assert "certs" in mounts
 
 
-def test_the_self_signed_secret_keeps_its_ca_key_for_upgrades() -> None:
-    """ca.key stays in the Secret (re-signing on upgrade needs it), so only `items` keeps it
-    out of the pods: the test above is what guards it."""
-    assert "ca.key" in one(render(), "Secret")["data"]
+def test_the_ca_key_is_in_a_secret_no_pod_mounts() -> None:
+    """Re-signing on upgrade needs the CA's key: it lives in <fullname>-ca, apart from the
+    serving Secret, and no pod of the chart (webhook, audit, helm test) mounts that one."""
+    objects = render()
+    assert "ca.key" not in named(objects, "Secret", "rel-gpupolicy-tls")["data"]
+    assert "ca.key" in named(objects, "Secret", "rel-gpupolicy-ca")["data"]
+    for _, spec in _pod_specs(objects):
+        for volume in spec.get("volumes") or []:
+            assert (volume.get("secret") or {}).get("secretName") != "rel-gpupolicy-ca"
 
 
 # --- NetworkPolicy: opt-in; restricts what it can ----------------------------------------
@@ -230,7 +235,8 @@ def test_network_policy_is_opt_in() -> None:
     [
         (("--set-json", "networkPolicy.admissionFrom=[]"),
          "networkPolicy.admissionFrom: [] would let no source reach the admission port"),
-        (("--set", "networkPolicy.admissionFrom=all"), "value must be 'any'"),
+        (("--set", "networkPolicy.admissionFrom=all"),
+         "value must be one of 'any', 'apiServer'"),
         (("--set", "networkPolicy.ingressFrom=any"), "'ingressFrom' not allowed"),
     ],
 )

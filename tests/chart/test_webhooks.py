@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from policies.workloads import WORKLOAD_KINDS, parse_kind_table
-from tests.chart.helm import CHART, CI_VALUES, one, render, webhooks
+from tests.chart.helm import CHART, CI_VALUES, named, one, render, webhooks
 
 MUTATING = "MutatingWebhookConfiguration"
 VALIDATING = "ValidatingWebhookConfiguration"
@@ -157,8 +157,10 @@ def test_match_conditions_switch(values: str, extra: tuple[str, ...], present: b
         if present:
             expected = (["gpu-related"] if kind == MUTATING
                         else ["gpu-related-debug-container"] if "ephemeral" in hook["name"]
-                        else ["gpu-related", "spec-changed", "not-generated-for-a-pod"]
+                        else ["gpu-related", "spec-changed", "not-from-a-claim-controller"]
                         if hook["name"] == "claims.validate.gpupolicy.io"
+                        else ["gpu-related", "spec-or-scheduling-changed"]
+                        if hook["name"] == "pods.validate.gpupolicy.io"
                         else ["gpu-related", "spec-changed"])
             assert [c["name"] for c in hook["matchConditions"]] == expected
 
@@ -181,7 +183,7 @@ def _all_hooks_with(values: str, extra: tuple[str, ...]) -> list[tuple[str, dict
 
 def test_self_signed_ca_bundle_is_the_secrets_ca() -> None:
     objects = render()
-    secret_ca = one(objects, "Secret")["data"]["ca.crt"]
+    secret_ca = named(objects, "Secret", "rel-gpupolicy-tls")["data"]["ca.crt"]
     for _, hook in _all_hooks("default"):
         assert hook["clientConfig"]["caBundle"] == secret_ca
 

@@ -161,3 +161,26 @@ def test_a_rewrite_is_read_once_it_has_settled(running) -> None:
     _settle(files)
     assert "policies" not in state.errors
     assert _five_gpus_refused(state)
+
+
+def test_serve_reads_node_templates_and_follows_their_file(tmp_path: Path) -> None:
+    """`serve --node-templates FILE` (issue 28): two T4s fit no node (one GPU each), but a
+    Node-shaped template of an 8-GPU node admits the pod with a note; emptied of templates,
+    the file is a load error and the last good templates stay."""
+    from policies.engine import review
+
+    inventory, templates = tmp_path / "nodes.yaml", tmp_path / "templates.yaml"
+    inventory.write_text(NODE.replace('"4"', '"1"'))
+    templates.write_text(NODE.replace("name: n,", "name: t4-x8,").replace('"4"', '"8"'))
+    state = State(sources.load_catalog(), expect=("policies", "namespaces", "inventory"))
+    files = FileSources(state, policies=None, namespaces=[str(NAMESPACES)],  # bundled ones
+                        inventory=str(inventory), record=False, node_templates=str(templates))
+    assert files.load_all() == []
+    pod = yaml.safe_load(POD.replace('"5"', '"2"'))
+    decision = review(pod, state.context, namespace="team-a")
+    assert decision.allowed and decision.notes == (
+        "fits template t4-x8 on scale-up; no node now",)
+    templates.write_text(NAMESPACES.read_text())  # no template in it any more
+    _settle(files)
+    assert "node_templates" in state.errors
+    assert review(pod, state.context, namespace="team-a").allowed

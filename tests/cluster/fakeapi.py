@@ -39,11 +39,11 @@ BUILT_IN = [
     ("v1", "Namespace"), ("v1", "Node"), ("v1", "Pod"), ("v1", "PodTemplate"),
     ("v1", "ReplicationController"), ("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"),
     ("apps/v1", "DaemonSet"), ("apps/v1", "ReplicaSet"), ("batch/v1", "Job"),
-    ("batch/v1", "CronJob"),
+    ("batch/v1", "CronJob"), ("v1", "LimitRange"),
 ]
 CLUSTER_SCOPED = {"Namespace", "Node", "GPUPolicy", "CustomResourceDefinition", "PersistentVolume",
                   "ResourceSlice", "DeviceClass", "DeviceTaintRule", "ClusterPolicyReport",
-                  "ClusterReport"}
+                  "ClusterReport", "NodePool"}
 
 
 def plural_of(kind: str) -> str:

@@ -189,7 +189,10 @@ def test_pods_sharing_one_gpu_over_max_pods_per_gpu(api_server, kubeconfig, pods
          ["0/4 nodes are available", "pool", "nvidia.com/gpu"]),
         (_pod("mig", phase="Pending", resource="nvidia.com/mig-2g.20gb"),
          ["mig-2g.20gb"]),
-        (_pod("fits", phase="Pending"), ["fits pool"]),
+        # what the running pods hold is subtracted (issue 28): the T4 node is taken
+        (_pod("fits", phase="Pending"), ["pool p4de.24xlarge: fits now (1 of 1 node free)",
+                                         "pool g4dn.xlarge: fits once 1 nvidia.com/gpu is free "
+                                         "on t4-1 (held by team-a/running)"]),
     ],
     ids=["too-many-gpus", "mig-profile-absent", "capacity"],
 )
@@ -474,7 +477,8 @@ def _claiming_pod(name: str, template: str, *, node: str | None = None,
     return pod
 
 
-# What the resource claim controller makes from a template for one pod: skipped as an object
+# What the resource claim controller makes from a template for one pod (or a user who writes
+# the same annotation and owner): audited like any claim, since those fields prove nothing
 GENERATED = _claim("train-0-gpu-x7k2p", 16, annotations={
     "resource.kubernetes.io/pod-claim-name": "gpu"}, ownerReferences=[
     {"apiVersion": "v1", "kind": "Pod", "name": "train-0", "uid": "u", "controller": True,
@@ -488,16 +492,15 @@ def _dra_cluster() -> list[dict[str, Any]]:
                                                               phase="Running")]
 
 
-def test_live_audit_reviews_claims_and_templates_and_skips_generated_claims(api_server,
-                                                                            kubeconfig):
+def test_live_audit_reviews_every_claim_and_template(api_server, kubeconfig):
     _load(api_server, _dra_cluster())
     code, out, err = gpupolicy_cli("audit", "--kubeconfig", kubeconfig, "-o", "json")
     assert code == 1, err
     report = json.loads(out)
     summary = report["summary"]
-    assert summary["audited"] == {"Pod": 2, "ResourceClaim": 1, "ResourceClaimTemplate": 1}
-    assert (summary["pods"], summary["templates"], summary["claims"]) == (2, 0, 2)
-    assert summary["skippedOwned"] == {"ResourceClaim": 1}
+    assert summary["audited"] == {"Pod": 2, "ResourceClaim": 2, "ResourceClaimTemplate": 1}
+    assert (summary["pods"], summary["templates"], summary["claims"]) == (2, 0, 3)
+    assert summary["skippedOwned"] == {}
     assert summary["unavailable"] == {}
     found = {(r["kind"], r["name"], r["rule"], r["source"]) for r in report["findings"]
              if r["rule"] not in ("mutation",)}
@@ -505,11 +508,12 @@ def test_live_audit_reviews_claims_and_templates_and_skips_generated_claims(api_
     # the pods' claims resolve: a GPU pod that no node can run, and a Pending one
     assert ("Pod", "train-0", "dra-no-matching-device", "pod") in found
     assert ("Pod", "train-0", "gpu-pod-pending", "pod") in found
-    assert not any(name == GENERATED["metadata"]["name"] for _, name, _, _ in found)
+    # the claim that says it was made for a pod asks for 16 GPUs: judged like any other
+    assert ("ResourceClaim", GENERATED["metadata"]["name"], "dra-no-matching-device",
+            "claim") in found
     code, table, _ = gpupolicy_cli("audit", "--kubeconfig", kubeconfig)
-    assert "(2 running pods, 0 templates, 2 claims)" in table
-    assert "Skipped 1 ResourceClaim owned by a controller whose template is audited (a " \
-           "ResourceClaim generated for one pod: its ResourceClaimTemplate)." in table
+    assert "(2 running pods, 0 templates, 3 claims)" in table
+    assert "Skipped" not in table
 
 
 def test_offline_audit_of_the_same_claims_equals_the_live_one(api_server, kubeconfig, tmp_path):

@@ -304,3 +304,30 @@ def test_apply_takes_no_files(tmp_path):
     dump.write_text("", encoding="utf-8")
     code, _, err = _cli("audit", "--apply", str(dump))
     assert code == 2 and "--apply" in err
+
+
+def test_namespaces_scoped_audit_needs_no_cluster_wide_report_rights(api_server, kubeconfig):
+    """audit.namespaces in the chart: `-n A -n B --apply` with report rights only in A and B
+    (Roles): the report kinds are listed in each namespace, never cluster-wide, and no other
+    namespace's report nor the cluster report is written or deleted."""
+    from tests.cluster.fakeapi import Fault
+
+    _install(api_server, "policyreport")
+    _cluster(api_server, {"team-a": 1, "team-b": 2, "team-c": 1})
+    _apply(kubeconfig)  # an earlier cluster-wide run left reports everywhere
+    before = _reports(api_server)
+    for pod in ("p000", "p001"):
+        api_server.delete(_pod(pod, "team-b"))
+    api_server.delete(_pod("p000", "team-c"))  # fixed, but team-c is not audited now
+    group = "/apis/wgpolicyk8s.io/v1alpha2"
+    # what a RoleBinding in team-a and team-b does not allow: answered 403
+    for path in (f"{group}/policyreports", f"{group}/clusterpolicyreports"):
+        api_server.inject(Fault(status=403, count=-1, path=path, watch=False))
+    api_server.fail_writes(403, path=f"{group}/clusterpolicyreports")
+    api_server.fail_writes(403, path=f"{group}/namespaces/team-c/")
+    line = _apply(kubeconfig, "-n", "team-a", "--namespace", "team-b")
+    assert line["audit"] == "applied" and line["namespaces"] == 2
+    assert _fails(api_server) == {"": 0, "team-a": 1, "team-b": 0, "team-c": 1}
+    after = _reports(api_server)
+    assert after[("", "gpupolicy-0")] == before[("", "gpupolicy-0")]
+    assert after[("team-c", "gpupolicy-0")] == before[("team-c", "gpupolicy-0")]

@@ -45,7 +45,8 @@ def pod(ref: str, name: str) -> dict[str, Any]:
                                      "resources": {"claims": [{"name": "gpu"}]}}]}}
 
 
-# a claim the resource claim controller made from a template for pod p
+# what the resource claim controller writes on the claim it makes from a template for pod p,
+# and what any user who may create claims can write too
 OWNED_BY_POD = {"annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"},
                 "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p",
                                      "uid": "u", "controller": True}]}
@@ -110,10 +111,11 @@ def test_a_pods_claim_follows_the_cluster_without_restart(api_server: FakeAPISer
 ENTRIES = [
     ("template", template("t"), True),
     ("claim", claim("c"), True),
-    ("generated for a pod", claim("p-gpu-x7k2q", **OWNED_BY_POD), False),
+    # kept: a pod naming one by resourceClaimName is judged on it (forged or not)
+    ("generated for a pod", claim("p-gpu-x7k2q", **OWNED_BY_POD), True),
     ("extended-resource claim", claim("p-extended-resources-abcde", annotations={
         "resource.kubernetes.io/extended-resource-name": "nvidia.com/gpu"},
-        ownerReferences=OWNED_BY_POD["ownerReferences"]), False),
+        ownerReferences=OWNED_BY_POD["ownerReferences"]), True),
     ("annotation, no pod owner", claim("a", annotations=OWNED_BY_POD["annotations"]), True),
     ("pod owner, no annotation", claim("b", ownerReferences=OWNED_BY_POD["ownerReferences"]),
      True),
@@ -132,7 +134,7 @@ ENTRIES = [
 
 def test_what_the_claim_caches_keep(api_server: FakeAPIServer, client: Any) -> None:
     """Hostile claims are kept (parsed, their problems recorded) and never stop the cache;
-    claims generated for one pod are not kept. Status updates change nothing."""
+    so are claims that say they were made for one pod. Status updates change nothing."""
     api_server.add_all([namespace(NS), node("gpu-1")])
     api_server.add_all(obj for _, obj, _ in ENTRIES)
     state, cluster = _started(client)
@@ -150,10 +152,11 @@ def test_what_the_claim_caches_keep(api_server: FakeAPIServer, client: Any) -> N
         allocated = {**claim("c"), "status": {"allocation": {"devices": {"results": [
             {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "n", "device": "gpu-0"}]}}}}
         api_server.modify(allocated)
-        api_server.add(claim("p-gpu-zz9", **OWNED_BY_POD))  # another pod's generated claim
         wait_for(lambda: cluster.claims[0].resource_version == str(api_server.rv))
         time.sleep(0.2)  # several debounce periods
         assert state.context is context
+        api_server.add(claim("p-gpu-zz9", **OWNED_BY_POD))  # another pod's claim: kept
+        wait_for(lambda: ("ResourceClaim", NS, "p-gpu-zz9") in state.context.claims)
         api_server.add(claim("new"))  # and the cache is still live after all that
         wait_for(lambda: ("ResourceClaim", NS, "new") in state.context.claims)
     finally:
@@ -171,7 +174,8 @@ def test_what_the_claim_caches_keep(api_server: FakeAPIServer, client: Any) -> N
         ({"kind": "ResourceClaim", "metadata": {"name": 3}}, None, None),
         ({"kind": "ResourceClaim", "metadata": {"name": "c", "namespace": ["x"]}}, None, None),
         ({"kind": "Pod", "metadata": {"name": "c"}}, None, None),
-        ({"kind": "ResourceClaim", "metadata": {"name": "c", **OWNED_BY_POD}}, None, None),
+        ({"kind": "ResourceClaim", "metadata": {"name": "c", **OWNED_BY_POD}}, None,
+         ("ResourceClaim", "default", "c")),  # its annotation and owner prove nothing
     ],
     ids=["list item", "no namespace", "metadata a string", "name a number",
          "namespace a list", "not a claim", "generated"],

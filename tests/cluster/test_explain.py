@@ -90,6 +90,10 @@ def test_live_cluster_gives_the_same_answer(api_server, kubeconfig, tmp_path, ca
                                    "--kubeconfig", kubeconfig, "-o", "json")
     assert code == 1, err
     live = json.loads(out)
+    for answer in live:  # live, explain also says what the running pods hold ("now")
+        for spec in answer["podSpecs"]:
+            for verdict in spec["pools"]:
+                assert verdict.pop("now") == "never fits"
     _, offline = _explain_file(tmp_path, [*extra, workload, *_nodes()])
     assert live == offline  # nodes as documents of the file
     _, with_inventory = _explain_file(tmp_path, [*extra, workload], "--inventory", str(NODES))
@@ -288,3 +292,30 @@ def test_a_pod_with_a_claim_in_the_cluster_names_pool_and_request(api_server, ku
     assert "pool NVIDIA-H100-80GB-HBM3 (1 node, NVIDIA-H100-80GB-HBM3): fits" in out
     assert ("pool NVIDIA-L4 (2 nodes, NVIDIA-L4): cannot allocate all claims\n"
             "      - 2 devices match class gpu.nvidia.com, the claim asks for 4") in out
+
+
+def test_live_explain_says_what_the_running_pods_hold(api_server, kubeconfig):
+    """Issue 28: in a cluster, explain subtracts what the pods bound to each node request;
+    a finished pod holds nothing; admission would still admit (the nodes fit when empty)."""
+    def running(name: str, node: str, gpus: int, phase: str = "Running") -> dict[str, Any]:
+        held = pod(name, {"nvidia.com/gpu": gpus}, nodeName=node, tolerations=TOLERATE)
+        held["status"] = {"phase": phase}
+        return held
+
+    _load(api_server, [namespace("ml"), *_nodes(), running("train-0", "a100-1", 4),
+                       running("done", "t4-1", 1, phase="Succeeded"),
+                       running("infer-0", "t4-1", 1)])
+    api_server.add(pod("next", {"nvidia.com/gpu": 4}, tolerations=TOLERATE))
+    code, out, err = gpupolicy_cli("explain", "ml/next", "--kubeconfig", kubeconfig, "-o",
+                                   "json")
+    assert code == 0, err
+    pools = {p["pool"]: p for p in json.loads(out)[0]["podSpecs"][0]["pools"]}
+    assert pools["p4de.24xlarge"]["now"] == ("fits once 2 nvidia.com/gpu are free on a100-1 "
+                                             "(held by ml/train-0)")
+    api_server.add(pod("small", {"nvidia.com/gpu": 1}, tolerations=TOLERATE))
+    code, out, err = gpupolicy_cli("explain", "ml/small", "--kubeconfig", kubeconfig, "-o",
+                                   "json")
+    pools = {p["pool"]: p for p in json.loads(out)[0]["podSpecs"][0]["pools"]}
+    assert pools["p4de.24xlarge"]["now"] == "fits now (1 of 1 node free)"
+    assert pools["g4dn.xlarge"]["now"] == ("fits once 1 nvidia.com/gpu is free on t4-1 "
+                                           "(held by ml/infer-0)")

@@ -316,7 +316,7 @@ def test_serve_hook_merges_file_policies_and_watches_the_cluster(api_server, kub
         files.load_all()
         wait_for(lambda: state.ready)
         assert state.expected == {"policies", "namespaces", "inventory", "cluster_policies",
-                                  "claims"}
+                                  "claims", "api"}
         assert sorted(p.name for p in state.context.policies) == ["from-cluster", "from-file"]
         assert state.context.namespace_labels("team-a")["tier"] == "gpu"
         api_server.delete(gpupolicy("from-cluster"))
@@ -457,5 +457,54 @@ def test_device_taint_rules_follow_the_cluster(api_server, client):
         wait_for(lambda: served() == 1)
         api_server.delete(rule)
         wait_for(lambda: served() == 2)
+    finally:
+        cluster.stop()
+
+
+def test_node_templates_and_limit_ranges_follow_the_cluster(api_server, client):
+    """`serve` watches Karpenter NodePools, Cluster API node groups and LimitRanges (issue
+    28): a GPU pod with no GPU node at rest fits a NodePool once it appears, and not once it
+    is gone; a LimitRange's defaults join the inventory."""
+    from pathlib import Path
+
+    import yaml
+
+    from policies.hardware import first_fit
+    from policies.scheduling.request import NO_DEFAULTS
+    from tests.engine.casetable import expand
+    from webhook.inputs.sources import metadata_of
+
+    fixture = Path(__file__).parent.parent / "engine" / "fixtures" / "scale-from-zero.yaml"
+    items = yaml.safe_load(fixture.read_text())["items"]
+    api_server.add_all([namespace("ml-train"), *(o for o in items if o["kind"] == "Node")])
+    state, cluster = _sources(client, files=[])
+    cluster.start()
+
+    def templates() -> list[str]:
+        inventory = state.context.inventory
+        return sorted({p.template for p in inventory.templates}) if inventory else []
+
+    try:
+        wait_for(lambda: state.ready)
+        assert templates() == []
+        [pool] = [o for o in items if metadata_of(o).get("name") == "gpu-l4-spot"]
+        [group] = [o for o in items if o["kind"] == "MachineDeployment"]
+        [limits] = [o for o in items if o["kind"] == "LimitRange"]
+        api_server.add_all([pool, group, limits])
+        wait_for(lambda: templates() == ["MachineDeployment capi-gpu/a100-md-0",
+                                         "NodePool gpu-l4-spot"])
+        inventory = state.context.inventory
+        assert inventory is not None and inventory.limits["ml-train"] != NO_DEFAULTS
+        from policies.engine import _mutate  # the view review() judges
+        from policies.workloads import carriers
+
+        pod = expand({"containers": [{"limits": {"nvidia.com/gpu": 4}}],
+                      "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]})
+        _, _, [view] = _mutate(pod, list(carriers(pod, state.context.workload_kinds)), (),
+                               "ml-train", state.context)
+        found = first_fit(view, inventory.templates)
+        assert found is not None and found.name == "gpu-l4-spot/g6.12xlarge"
+        api_server.delete(pool)
+        wait_for(lambda: templates() == ["MachineDeployment capi-gpu/a100-md-0"])
     finally:
         cluster.stop()

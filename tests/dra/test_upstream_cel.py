@@ -35,6 +35,12 @@ def _judge(row: dict[str, Any]) -> str:
     """"" when we do what Kubernetes does, else what differs."""
     program = cel.compile_selector(row["expression"])
     over = row.get("cost", 0) > CEL_SELECTOR_MAX_COST
+    if row.get("env") == "new":  # a new object's expression, as the apiserver compiles it
+        error = program.admission_error
+        if "compile_error" not in row:
+            return f"compile error {error!r}" if error else ""
+        return "compiled" if not error else (
+            "" if row["compile_error"] in error else f"error {error!r}")
     if "compile_error" in row:
         if program.compiled is not None:
             return "compiled"

@@ -7,7 +7,8 @@ the policies by name (`defaults` = the bundled ones), `inventory: NAME` for the 
 of tests/engine/fixtures/NAME.yaml (`cluster`: nodes.yaml),
 `namespace`, and `expect`: `allowed`, the exact set of `rules` violated, `mutated` (JSON
 pointer -> value in the object after mutation; null means absent), `skipped` (the object is
-reported as not reviewed) and `message` (a substring, or a list of them, that the violations'
+reported as not reviewed), `notes` (substrings of the decision's notes: "fits NodePool x on
+scale-up") and `message` (a substring, or a list of them, that the violations'
 messages must contain: a refusal's per-pool reasons). `ref` names the row of
 reference/gpu-ecosystem.md §7 (or reference/dra.md) the case comes from.
 """
@@ -22,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from policies.apiserver import ApiObjects
 from policies.context import Context
 from policies.inventory import Inventory
 from policies.loading import parse_policies
@@ -58,6 +60,7 @@ class Case:
     source: str = ""
     skipped: bool = False  # the engine reports the object as not reviewed (an unlisted kind)
     messages: tuple[str, ...] = ()  # substrings the violations' messages must contain
+    notes: tuple[str, ...] = ()  # substrings the decision's notes must contain (a scale-up)
 
 
 @cache
@@ -95,13 +98,20 @@ def _claims(name: str) -> dict[tuple[str, str, str], Any]:
     return read_cluster_file(inventory_file(name)).claims
 
 
+@cache
+def _api(name: str) -> ApiObjects | None:
+    """PriorityClasses, RuntimeClasses and ResourceQuotas in an inventory file."""
+    return read_cluster_file(inventory_file(name)).api()
+
+
 def context_for(case: Case) -> Context:
     named = _named_policies()
     policies = [p for name in case.policies for p in named[name]]
     inventory = _inventory(case.inventory) if case.inventory else None
     claims = _claims(case.inventory) if case.inventory else {}
     return Context(policies=policies, catalog=_catalog(), inventory=inventory,
-                   namespaces=NAMESPACES, claims=claims)
+                   namespaces=NAMESPACES, claims=claims,
+                   api=_api(case.inventory) if case.inventory else None)
 
 
 def load_cases() -> list[Case]:
@@ -124,6 +134,7 @@ def load_cases() -> list[Case]:
                 source=path.name,
                 skipped=bool(expect.get("skipped", False)),
                 messages=_strings(expect.get("message")),
+                notes=_strings(expect.get("notes")),
             ))
     return cases
 

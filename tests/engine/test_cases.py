@@ -23,6 +23,9 @@ def test_case(case: Case) -> None:
     said = "\n".join(v.message for v in decision.violations)
     for part in case.messages:
         assert part in said, said
+    noted = "\n".join(decision.notes)
+    for part in case.notes:
+        assert part in noted, noted
     for pointer, value in case.mutated.items():
         assert pointer_get(decision.mutated, pointer) == value, pointer
     # The patch is exactly the difference between the object and its mutated form...
@@ -51,4 +54,4 @@ def test_the_mutating_question_gives_the_same_patch(case: Case) -> None:
 
 
 # what injecting itself finds (policies/mutate.py), not a rule's verdict
-INJECTION_RULES = {"pod-spec-malformed", "node-selector-conflict"}
+INJECTION_RULES = {"pod-spec-malformed", "node-selector-conflict", "runtime-class-conflict"}

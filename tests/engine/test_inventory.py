@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +52,27 @@ def test_pool_facts(
 @pytest.mark.parametrize(
     ("pool", "allocatable"),
     [
-        ("a100-mig", {"nvidia.com/mig-1g.10gb": 7}),
-        ("h100", {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32}),
-        ("t4", {"nvidia.com/gpu": 40}),
-        ("ecs.gn7i-c32g1.32xlarge", {"aliyun.com/gpu-mem": 88, "aliyun.com/gpu-count": 4}),
-        ("m5.xlarge", {}),
+        ("a100-mig", {"nvidia.com/mig-1g.10gb": 7, "cpu": Fraction(119, 10),
+                      "memory": 160 * 2**30, "pods": 110, "ephemeral-storage": 100 * 2**30,
+                      "hugepages-1Gi": 0}),
+        ("h100", {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32, "cpu": Fraction(191450, 1000),
+                  "memory": 2000 * 2**30}),
+        ("t4", {"nvidia.com/gpu": 40, "cpu": Fraction(478, 10)}),
+        ("ecs.gn7i-c32g1.32xlarge", {"aliyun.com/gpu-mem": 88, "aliyun.com/gpu-count": 4,
+                                     "cpu": 128}),
+        ("m5.xlarge", {"cpu": Fraction(392, 100), "memory": 15 * 2**30, "pods": 58}),
     ],
 )
-def test_allocatable_is_extended_resources_only(pool: str, allocatable: dict[str, int]) -> None:
+def test_allocatable_is_what_the_scheduler_compares(pool: str, allocatable: dict[str, int]
+                                                     ) -> None:
+    """Extended resources, and the natives NodeResourcesFit compares, exact."""
     assert dict(POOLS[pool].allocatable) == allocatable
+
+
+def test_nodes_that_differ_only_in_cpu_or_memory_share_a_pool() -> None:
+    """gke-a100-mig-1 and -2 list different natives: one pool, the second kept as a variant."""
+    assert POOLS["a100-mig"].node_names == ("gke-a100-mig-1", "gke-a100-mig-2")
+    assert len(POOLS["a100-mig"].variants) == 1
 
 
 def test_taints_and_shared_labels() -> None:
@@ -161,7 +174,7 @@ def test_node_facts(
         ({"example.com/mem": "80Gi"}, {"example.com/mem": 80 * 2**30}),
         ({"example.com/x": "1k"}, {"example.com/x": 1000}),
         ({"example.com/x": "garbage"}, {}),
-        ({"kubernetes.io/batch": "1", "node.kubernetes.io/x": "1", "cpu": "4"}, {}),
+        ({"kubernetes.io/batch": "1", "node.kubernetes.io/x": "1", "cpu": "4"}, {"cpu": 4}),
     ],
 )
 def test_allocatable_parsing(raw: dict[str, Any], expected: dict[str, int]) -> None:

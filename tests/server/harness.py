@@ -45,9 +45,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def client_context(ca: Path) -> ssl.SSLContext:
+def client_context(ca: Path, client: tuple[Path, Path] | None = None) -> ssl.SSLContext:
+    """Verifying the server with `ca`; presenting `client` (certificate, key) when given."""
     context = ssl.create_default_context(cafile=str(ca))
     context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if client is not None:
+        context.load_cert_chain(str(client[0]), str(client[1]))
     return context
 
 
@@ -84,10 +87,11 @@ class Server:
     log: Path
     stdout: Path
     metrics_port: int = 0
+    client: tuple[Path, Path] | None = None  # the certificate and key this client presents
     _conn: Connection | None = field(default=None, repr=False)
 
     def connection(self) -> Connection:
-        return Connection(self.port, client_context(self.ca))
+        return Connection(self.port, client_context(self.ca, self.client))
 
     def request(self, method: str, path: str, body: bytes | None = None,
                 headers: dict[str, str] | None = None) -> Reply:
@@ -143,9 +147,10 @@ class Server:
 
 
 def start(args: list[str], workdir: Path, ca: Path | None = None, timeout: float = 30,
-          max_files: int | None = None) -> Server:
+          max_files: int | None = None, client: tuple[Path, Path] | None = None) -> Server:
     """Start `gpupolicy serve ARGS` on a free loopback port; wait until /healthz answers.
-    `max_files` caps the server's open files (RLIMIT_NOFILE)."""
+    `max_files` caps the server's open files (RLIMIT_NOFILE); `client` is the certificate and
+    key the test client presents (a server started with --client-ca wants one)."""
     port, metrics_port = free_port(), free_port()
     log, out = workdir / "server.log", workdir / "server.out"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -157,7 +162,8 @@ def start(args: list[str], workdir: Path, ca: Path | None = None, timeout: float
         preexec_fn=None if max_files is None else partial(
             resource.setrlimit, resource.RLIMIT_NOFILE, (max_files, max_files)),
     )
-    server = Server(port, ca or workdir / "certs" / "ca.crt", proc, log, out, metrics_port)
+    server = Server(port, ca or workdir / "certs" / "ca.crt", proc, log, out, metrics_port,
+                    client)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:

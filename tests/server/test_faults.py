@@ -333,7 +333,7 @@ def test_server_level_refusals_are_json(victim: Server, case: str, raw: bytes, s
 
 
 def test_oversized_content_length_is_refused_unread(victim: Server) -> None:
-    """64 MiB announced, 1 KiB sent: the 400 comes at once, then the connection closes."""
+    """64 MiB announced, 1 KiB sent: the 413 comes at once, then the connection closes."""
     sock = _tls(victim)
     try:
         sock.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -341,7 +341,7 @@ def test_oversized_content_length_is_refused_unread(victim: Server) -> None:
         started = time.monotonic()
         status, headers, body = _answer(sock, timeout=3)
         took = time.monotonic() - started
-        assert status == 400 and "larger than" in json.loads(body)["error"]
+        assert status == 413 and "larger than" in json.loads(body)["error"]
         assert headers.get("connection") == "close"
         assert _closed_by_server(sock, 4) is not None
     finally:

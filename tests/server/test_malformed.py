@@ -12,6 +12,7 @@ from werkzeug.test import EnvironBuilder
 
 from tests.server.harness import Server, envelope, make_request
 from webhook import logs
+from webhook.http import admission
 from webhook.http import server as server_module
 from webhook.http.server import create_app
 from webhook.inputs import sources
@@ -28,7 +29,7 @@ def _with(**changes: Any) -> bytes:
 
 
 _DROP: Any = object()
-MAX = 8 * 1024 * 1024
+MAX = admission.MAX_BODY
 
 # (case, body, status, words the error must contain)
 MALFORMED: list[tuple[str, bytes, int, str]] = [
@@ -68,7 +69,9 @@ MALFORMED: list[tuple[str, bytes, int, str]] = [
     ("uid-is-dict", _with(uid={"a": 1}), 400, "request.uid"),
     ("userinfo-groups-not-strings", _with(userInfo={"username": "u", "groups": [1]}), 400,
      "request.userInfo.groups[0]"),
-    ("oversized", b'{"pad": "' + b"x" * MAX + b'"}', 400, "larger than"),
+    ("oversized", b'{"pad": "' + b"x" * MAX + b'"}', 413, "larger than"),
+    # ~36x its size once parsed: counted, and refused, before anything is built
+    ("empty-objects", b'{"pad": [' + b"{}," * (MAX // 3 - 10) + b'{}]}', 413, "JSON values"),
 ]
 
 # Every field the webhook reads or echoes, given a value of the wrong type: (field, value,
@@ -237,7 +240,7 @@ def test_engine_exception(monkeypatch: pytest.MonkeyPatch, webhook: str, allowed
     assert failed and failed[0]["uid"] == "boom-1" and "engine bug" in failed[0]["exception"]
 
 
-@pytest.mark.parametrize(("size", "status"), [(0, 200), (MAX + 1, 400)], ids=["fits", "oversized"])
+@pytest.mark.parametrize(("size", "status"), [(0, 200), (MAX + 1, 413)], ids=["fits", "oversized"])
 def test_chunked_body(server: Server, size: int, status: int) -> None:
     """Without Content-Length (chunked) the limit holds just the same."""
     body = json.dumps(envelope(make_request(POD, uid="chunked"))).encode()

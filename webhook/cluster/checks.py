@@ -6,12 +6,13 @@ unscheduled get the scheduler's own message plus, per node pool, why it cannot t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from policies.cluster import ClusterFinding, ClusterView
 from policies.context import Context
 from policies.engine import explain, review_cluster
+from policies.scheduling.occupancy import Occupancy
 
 PENDING_KEEP = 200
 
@@ -32,11 +33,20 @@ class ClusterChecks:
     def __init__(self, context: Context) -> None:
         self.context = context
         self.view = ClusterView(context)
-        self.pending: list[PendingPod] = []
+        # what the pods bound to each node hold (sums per node, not pods): the Pending pods
+        # are explained against it once every pod has been read
+        self.occupancy = Occupancy()
+        self._waiting: list[tuple[dict[str, Any], str, str, Mapping[str, Any]]] = []
+        self._pending: list[PendingPod] | None = None
         self.pending_total = 0
+
+    def hold(self, pod: Mapping[str, Any]) -> None:
+        """A pod that holds what it requests on its node (any namespace, any shard)."""
+        self.occupancy.add_pod(pod)
 
     def pod(self, pod: dict[str, Any], namespace: str, name: str, gpu: bool) -> None:
         self.view.add_pod(pod, namespace, name)
+        self.occupancy.add_pod(pod)
         status = pod.get("status")
         status = status if isinstance(status, dict) else {}
         spec = pod.get("spec")
@@ -44,22 +54,38 @@ class ClusterChecks:
         # a manifest without status is not a pending pod
         if gpu and not placed and status.get("phase") == "Pending":
             self.pending_total += 1
-            if len(self.pending) < PENDING_KEEP:
-                self.pending.append(self._why_pending(pod, namespace, name, status))
+            if len(self._waiting) < PENDING_KEEP:
+                self._waiting.append((pod, namespace, name, status))
+
+    @property
+    def pending(self) -> list[PendingPod]:
+        """The Pending GPU pods kept, each explained against what the nodes hold now."""
+        if self._pending is None:
+            context = self.context
+            if context.inventory is not None and self.occupancy.pods:
+                context = replace(context, inventory=replace(context.inventory,
+                                                             occupancy=self.occupancy))
+            self._pending = [self._why_pending(pod, namespace, name, status, context)
+                             for pod, namespace, name, status in self._waiting]
+            self._waiting = []
+        return self._pending
 
     def _why_pending(self, pod: dict[str, Any], namespace: str, name: str,
-                     status: Mapping[str, Any]) -> PendingPod:
+                     status: Mapping[str, Any], context: Context) -> PendingPod:
         message = ""
         for cond in status.get("conditions") or []:
             if isinstance(cond, dict) and cond.get("type") == "PodScheduled":
                 message = str(cond.get("message") or cond.get("reason") or "")
         pools: list[str] = []
         try:
-            for _path, verdicts in explain(pod, self.context, namespace=namespace):
-                fitting = [v.pool for v in verdicts if v.fits]
+            for _path, verdicts in explain(pod, context, namespace=namespace):
+                fitting = [v for v in verdicts if v.fits]
                 pools.extend(v.pending() for v in verdicts if not v.fits)
-                if fitting:  # then the hardware is not the reason: capacity, quota, ...
-                    pools.append(f"fits pool {', '.join(fitting)} once capacity is free")
+                # then the hardware is not the reason: what the nodes hold, quota, ...
+                pools.extend(f"{v.label}: {v.now}" for v in fitting if v.now)
+                plain = [v.pool for v in fitting if not v.now]
+                if plain:
+                    pools.append(f"fits pool {', '.join(plain)} once capacity is free")
         except Exception as exc:  # the report must go on; say what failed
             pools.append(f"cannot explain: {type(exc).__name__}: {exc}")
         return PendingPod(namespace, name, message, pools)

@@ -18,10 +18,22 @@ from webhook.inputs import sources
 GROUP, VERSION, PLURAL = "gpupolicy.io", "v1alpha1", "gpupolicies"
 DRA_GROUP, DRA_VERSION = "resource.k8s.io", "v1"  # GA since Kubernetes 1.34
 # (API group, resource) of everything serve watches: the chart's ClusterRole grants exactly this.
-WATCHED = (("", "namespaces"), ("", "nodes"), (GROUP, PLURAL),
+# Node templates (optional CRDs: Karpenter, Cluster API): (group, version, plural, kind).
+TEMPLATE_RESOURCES = (
+    ("karpenter.sh", "v1", "nodepools", "NodePool"),
+    ("cluster.x-k8s.io", "v1beta1", "machinedeployments", "MachineDeployment"),
+    ("cluster.x-k8s.io", "v1beta1", "machinesets", "MachineSet"),
+    ("cluster.x-k8s.io", "v1beta1", "machinepools", "MachinePool"),
+)
+WATCHED = (("", "namespaces"), ("", "nodes"), ("", "limitranges"), (GROUP, PLURAL),
            (DRA_GROUP, "resourceslices"), (DRA_GROUP, "deviceclasses"),
            (DRA_GROUP, "devicetaintrules"),
-           (DRA_GROUP, "resourceclaims"), (DRA_GROUP, "resourceclaimtemplates"))
+           (DRA_GROUP, "resourceclaims"), (DRA_GROUP, "resourceclaimtemplates"),
+           ("scheduling.k8s.io", "priorityclasses"), ("node.k8s.io", "runtimeclasses"),
+           *((group, plural) for group, _, plural, _ in TEMPLATE_RESOURCES))
+# What the audit lists besides: ResourceQuotas (serve leaves quota to the API server's own
+# quota admission, so it has no need of them).
+AUDIT_ONLY = (("", "resourcequotas"),)
 # The namespaced DRA objects pods name in spec.resourceClaims: (plural, kind).
 CLAIM_RESOURCES = (("resourceclaims", "ResourceClaim"),
                    ("resourceclaimtemplates", "ResourceClaimTemplate"))

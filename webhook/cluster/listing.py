@@ -17,6 +17,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from policies import yamlpos
+from policies.scheduling.occupancy import Occupancy
 from policies.workloads import WORKLOAD_KINDS, KindTable, WorkloadKind
 from webhook.cluster.client import (
     DeadlineExceeded,
@@ -39,6 +40,7 @@ from webhook.cluster.kinds import (
     GROUP,
     PLURAL,
     PODS,
+    TEMPLATE_RESOURCES,
     VERSION,
     discovered_kinds,
     node_facts,
@@ -175,7 +177,56 @@ class LiveSource:
             except ApiException as exc:
                 if exc.status != 404:  # audited without them, policies would be missed
                     raise ClusterError(f"cannot list {kind} objects: {describe(exc)}") from None
+        # Node templates (optional CRDs) and LimitRanges: a 404 is none there, and a 403 is
+        # said and read as none (the fit is then judged on the nodes alone).
+        lists: list[tuple[str, Callable[..., Any], str]] = [
+            (kind, functools.partial(custom.list_cluster_custom_object, group, version, plural),
+             f"{group}/{version}") for group, version, plural, kind in TEMPLATE_RESOURCES]
+        lists.append(("LimitRange", core.list_limit_range_for_all_namespaces, "v1"))
+        for kind, lister, api_version in lists:
+            try:
+                for page in self._all(lister):
+                    for obj in page:
+                        found.add({**obj, "kind": kind, "apiVersion": api_version})
+            except ApiException as exc:
+                if exc.status == 403:
+                    warn(f"cannot list {kind} objects ({describe(exc)}): judged without them")
+                elif exc.status != 404:
+                    raise ClusterError(f"cannot list {kind} objects: {describe(exc)}") from None
+        self._api_objects(found, custom, core, warn)
         return found
+
+    def occupancy(self) -> Occupancy:
+        """What the pods bound to each node hold, summed page by page (no pod is kept)."""
+        found = Occupancy()
+        core = k8s.CoreV1Api(self.api)
+        try:
+            for page in self._all(core.list_pod_for_all_namespaces):
+                for obj in page:
+                    found.add_pod(obj)
+        except ApiException as exc:
+            raise ClusterError(f"cannot list pods: {describe(exc)}") from None
+        return found
+
+    def _api_objects(self, found: sources.ClusterObjects, custom: Any, core: Any,
+                     warn: Warn) -> None:
+        """PriorityClasses, RuntimeClasses and ResourceQuotas (policies/apiserver.py). Without
+        the right to list one kind, it is not known and nothing is judged against it: said,
+        not fatal (the audit still has everything else to say)."""
+        for kind, func in (
+                ("PriorityClass", functools.partial(custom.list_cluster_custom_object,
+                                                    "scheduling.k8s.io", "v1",
+                                                    "priorityclasses")),
+                ("RuntimeClass", functools.partial(custom.list_cluster_custom_object,
+                                                   "node.k8s.io", "v1", "runtimeclasses")),
+                ("ResourceQuota", core.list_resource_quota_for_all_namespaces)):
+            try:
+                listed = [{**obj, "kind": kind} for page in self._all(func) for obj in page]
+            except ApiException as exc:
+                if exc.status != 404:
+                    warn(f"cannot list {kind} objects ({describe(exc)}): not judged against")
+                continue
+            found.api_objects += listed
 
     def _kinds(self, unavailable: dict[str, str]) -> Iterator[tuple[str, str, Callable[..., Any]]]:
         """(kind, apiVersion, list function) in listing order: the built-in kinds, the fixed

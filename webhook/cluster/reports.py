@@ -76,17 +76,22 @@ class ReportWriter:
     """Writes one collector's reports for one or more report APIs."""
 
     def __init__(self, api: k8s.ApiClient, retry: Retry, *, shard: tuple[int, int] = (0, 1),
-                 page_size: int = 500, namespace: str | None = None) -> None:
+                 page_size: int = 500, namespaces: frozenset[str] | None = None) -> None:
         self.custom = k8s.CustomObjectsApi(api)
         self.retry = retry
         self.shard = shard
         self.page_size = page_size
-        self.namespace = namespace  # `audit -n NS`: only that namespace's reports are ours
+        # `audit -n NS ...`: only those namespaces' reports are ours, each listed in its
+        # namespace (a Role there is all the writer needs), and no cluster report
+        self.namespaces = namespaces
         self.done = Applied()  # so far: what a failure part-way had already done
 
     def owns(self, namespace: str) -> bool:
-        if self.namespace is not None:
-            return namespace == self.namespace
+        if self.namespaces is not None:
+            # one namespace (`-n NS`) is all its own, whatever --shard says
+            return namespace in self.namespaces and (
+                len(self.namespaces) == 1
+                or shard_of(namespace, self.shard[1]) == self.shard[0])
         return shard_of(namespace, self.shard[1]) == self.shard[0]
 
     def apply(self, collector: Collector, fmts: list[str]) -> Applied:
@@ -113,9 +118,13 @@ class ReportWriter:
     def _owned(self, fmt: str) -> set[tuple[str, str]]:
         group, version, plural, cluster_plural = REPORT_RESOURCES[fmt]
         found: set[tuple[str, str]] = set()
-        for resource in (plural, cluster_plural):
-            func = _bound(self.custom.list_cluster_custom_object, group, version, resource,
-                          label_selector=SELECTOR)
+        lists = [(resource, _bound(self.custom.list_cluster_custom_object, group, version,
+                                   resource, label_selector=SELECTOR))
+                 for resource in (plural, cluster_plural)] if self.namespaces is None else [
+            (plural, _bound(self.custom.list_namespaced_custom_object, group, version, ns,
+                            plural, label_selector=SELECTOR))
+            for ns in sorted(self.namespaces)]
+        for resource, func in lists:
             try:
                 for page in list_all(func, limit=self.page_size, timeout=(10, 60),
                                      retry=self.retry):

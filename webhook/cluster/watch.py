@@ -1,4 +1,4 @@
-"""`serve` in a cluster: Namespace, Node, GPUPolicy and DRA watch caches feeding
+"""`serve` in a cluster: Namespace, Node, GPUPolicy, DRA and node-template watch caches feeding
 webhook.inputs.state.State.
 
 - Namespaces become the label map of the Context, Nodes the Inventory (rebuilt at most every
@@ -9,9 +9,15 @@ webhook.inputs.state.State.
 - DRA (resource.k8s.io/v1, optional: a cluster without the API has none): ResourceSlices and
   DeviceClasses join the Inventory; ResourceClaims and ResourceClaimTemplates, each parsed once
   on arrival, become Context.claims, which a pod's spec.resourceClaims resolve against. Only the
-  parsed claim is kept, and claims generated for one pod from a template are not kept at all
-  (a pod spec names the template, never them), so status updates and per-pod claims cost no
-  memory and publish nothing.
+  parsed claim is kept, so status updates publish nothing. Claims made for one pod from a
+  template are kept too: what marks them (an annotation, a Pod owner) is the writer's to set,
+  and a pod naming such a claim by resourceClaimName is judged on it.
+- Node templates (Karpenter NodePools, Cluster API MachineDeployments, MachineSets and
+  MachinePools; optional: a cluster without the CRD has none) and LimitRanges join the
+  Inventory: capacity that can appear, and the defaults the fit applies.
+- PriorityClasses and RuntimeClasses (scheduling.k8s.io/v1, node.k8s.io/v1) become
+  Context.api: an injected class name is resolved to what the API server's Priority and
+  RuntimeClass plugins would have written (policies/inject_classes.py).
 - The State is told once every cache has finished its first full list, so /readyz stays 503
   until then. When the API server goes away, or answers a list or watch with an error, the
   last listed state keeps serving: `/readyz` (`errors`, as `cluster/<resource>`), the logs and
@@ -28,14 +34,18 @@ import functools
 import logging
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 from kubernetes import client as k8s
 
+from policies.apiserver import ApiObjects
 from policies.dra.parse_slices import parse_device_class, parse_slice
 from policies.dra.taint_rules import parse_taint_rule
 from policies.inventory import Inventory
 from policies.model import GPUPolicy
+from policies.scheduling.request import limit_range_defaults
+from policies.scheduling.templates import read_templates, with_templates
 from webhook.cluster.client import WatchCache, WatchSettings, api_client, served
 from webhook.cluster.config import wanted
 from webhook.cluster.errors import ClusterError
@@ -45,6 +55,7 @@ from webhook.cluster.kinds import (
     DRA_VERSION,
     GROUP,
     PLURAL,
+    TEMPLATE_RESOURCES,
     VERSION,
     node_facts,
 )
@@ -52,6 +63,42 @@ from webhook.inputs import sources
 from webhook.inputs.sources import Invalid, claim_entry, gpupolicy, inventory_of
 
 log = logging.getLogger("gpupolicy.cluster")
+# (API group, plural, kind) of the classes injection resolves (policies/apiserver.py)
+API_CLASSES = (("scheduling.k8s.io", "priorityclasses", "PriorityClass"),
+               ("node.k8s.io", "runtimeclasses", "RuntimeClass"))
+
+
+def _with_kind(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    meta = {k: v for k, v in meta.items() if k != "managedFields"} \
+        if isinstance(meta, dict) else {}
+    return {**obj, "kind": kind, "metadata": meta}
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def template_facts(obj: dict[str, Any], *, kind: str, api_version: str) -> dict[str, Any]:
+    """What a node template is read for, and no more (status heartbeats change nothing):
+    names, annotations, the template, limits, replicas and what a NodePool has started."""
+    meta = _dict(obj.get("metadata"))
+    spec = _dict(obj.get("spec"))
+    template = _dict(spec.get("template"))
+    return {"apiVersion": api_version, "kind": kind,
+            "metadata": {k: meta[k] for k in ("name", "namespace", "annotations", "labels")
+                         if k in meta},
+            "spec": {"template": {"metadata": _dict(template.get("metadata")),
+                                  "spec": {k: v for k, v in _dict(template.get("spec")).items()
+                                           if k in ("requirements", "taints", "nodeClassRef")}},
+                     **{k: spec[k] for k in ("limits", "replicas") if k in spec}},
+            "status": {k: v for k, v in _dict(obj.get("status")).items() if k == "resources"}}
+
+
+def limit_range_facts(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = _dict(obj.get("metadata"))
+    return {"metadata": {"name": meta.get("name"), "namespace": meta.get("namespace") or ""},
+            "spec": _dict(obj.get("spec"))}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -125,8 +172,27 @@ class ClusterSources:
                                             DRA_VERSION, plural),
                   functools.partial(claim_entry, kind=kind), DRA_GROUP, DRA_VERSION)
             for plural, kind in CLAIM_RESOURCES)
+        # Capacity that can appear (optional CRDs: a cluster without Karpenter or Cluster API
+        # has no templates): NodePools and cluster-autoscaler node groups, and the
+        # namespaces' LimitRanges, whose defaults count in the fit.
+        self.templates = tuple(
+            cache(plural, functools.partial(custom.list_cluster_custom_object, group, version,
+                                            plural),
+                  functools.partial(template_facts, kind=kind, api_version=f"{group}/{version}"),
+                  group, version)
+            for group, version, plural, kind in TEMPLATE_RESOURCES)
+        self.limit_ranges = cache("limitranges", core.list_limit_range_for_all_namespaces,
+                                  limit_range_facts)
+        # The classes an injected priorityClassName or runtimeClassName resolves to, kept as
+        # listed (few, small objects); list items come without their kind.
+        self.api_classes = tuple(
+            cache(plural, functools.partial(custom.list_cluster_custom_object, group, "v1",
+                                            plural), functools.partial(_with_kind, kind),
+                  group, "v1")
+            for group, plural, kind in API_CLASSES)
         self.caches = (self.namespaces, self.nodes, self.policies, self.slices, self.classes,
-                       self.taint_rules, *self.claims)
+                       self.taint_rules, *self.claims, *self.templates, self.limit_ranges,
+                       *self.api_classes)
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -256,13 +322,20 @@ class ClusterSources:
 
     def _publish(self, changed: set[str]) -> None:
         first = not self.state.loaded >= {"namespaces", "inventory", "cluster_policies",
-                                          "claims"}
+                                          "claims", "api"}
         parts: dict[str, Any] = {}
+        if first or changed & {plural for _, plural, _ in API_CLASSES}:
+            # A kind with no object reads as not known (a cluster always has the two system
+            # PriorityClasses; one with no RuntimeClass gets injected names as they are).
+            parts["api"] = ApiObjects.read(obj for c in self.api_classes
+                                           for obj in c.snapshot().values())
         if first or "namespaces" in changed:
             parts["namespaces"] = self.namespaces.snapshot()
         if first or changed & {plural for plural, _ in CLAIM_RESOURCES}:
             parts["claims"] = dict(entry for c in self.claims for entry in c.snapshot().values())
-        if first or changed & {"nodes", "resourceslices", "deviceclasses", "devicetaintrules"}:
+        if first or changed & {"nodes", "resourceslices", "deviceclasses", "devicetaintrules",
+                               "limitranges", *(plural for _, _, plural, _ in
+                                                TEMPLATE_RESOURCES)}:
             nodes = self.nodes.snapshot()
             if nodes:
                 parts["inventory"] = self._inventory(nodes)
@@ -279,9 +352,19 @@ class ClusterSources:
             self._publish_policies()
 
     def _inventory(self, nodes: dict[str, Any]) -> Inventory:
-        return inventory_of(nodes.values(), self.slices.snapshot().values(),
-                            self.classes.snapshot().values(), self.state.catalog,
-                            self.taint_rules.snapshot().values())
+        found = inventory_of(nodes.values(), self.slices.snapshot().values(),
+                             self.classes.snapshot().values(), self.state.catalog,
+                             self.taint_rules.snapshot().values())
+        templates = [obj for c in self.templates for obj in c.snapshot().values()]
+        if templates:
+            found = with_templates(found, read_templates(templates, self.state.catalog))
+        by_namespace: dict[str, list[dict[str, Any]]] = {}
+        for obj in self.limit_ranges.snapshot().values():
+            by_namespace.setdefault(obj["metadata"]["namespace"], []).append(obj)
+        if by_namespace:
+            found = replace(found, limits={ns: limit_range_defaults(items)
+                                           for ns, items in by_namespace.items()})
+        return found
 
     def _publish_policies(self) -> None:
         valid: list[GPUPolicy] = []
@@ -314,7 +397,7 @@ def from_args(args: argparse.Namespace, state: Any,
         return None
     sources = ClusterSources(state, api_client(getattr(args, "kubeconfig", None)),
                              settings=settings)
-    state.expect("namespaces", "inventory", "cluster_policies", "claims")
+    state.expect("namespaces", "inventory", "cluster_policies", "claims", "api")
     return sources
 
 

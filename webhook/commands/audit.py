@@ -10,8 +10,9 @@ holding those objects.
 
 Pods are reported as pods (what runs); ResourceClaims and ResourceClaimTemplates (DRA) as
 claims; every other kind as a template. A ReplicaSet owned by a Deployment and a Job owned by
-a CronJob are skipped (their owner's template is audited), and so is a ResourceClaim generated
-for one pod from a template (the template is audited, and the pod's claims resolve to it).
+a CronJob are skipped (their owner's template is audited). Every ResourceClaim is audited,
+one that says it was made for a pod from a template included: its annotation and owner are
+the writer's to set, so they cannot tell the resource claim controller's claims from a user's.
 Exit 0 when nothing would be refused, 1 when something would, 2 on usage or access errors.
 
 A list page that fails (a 5xx, a 429, no answer) is asked for again a few times with a
@@ -67,8 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="cluster to audit (default: in-cluster config, else ~/.kube/config)")
     parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
-    parser.add_argument("-n", "--namespace", metavar="NS",
-                        help="audit only the workloads of this namespace (as kubectl -n)")
+    parser.add_argument("-n", "--namespace", metavar="NS", action="append",
+                        help="audit only the workloads of this namespace (as kubectl -n); "
+                             "repeat for several. --apply then writes, lists and deletes only "
+                             "their reports, and no cluster report: namespaced Roles suffice")
     options.add_format_options(parser, HUMAN_FORMATS, "text", aliases={"table": "text"})
     options.add_file_option(parser, HUMAN_FORMATS)
     parser.add_argument("--report-passes", "--include-passes", dest="report_passes",
@@ -117,17 +120,19 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         source: Source = (
             FileSource(args.paths, stdin=sys.stdin.buffer.read() if "-" in args.paths else None,
                        stdin_name=args.stdin_filename) if args.paths else connect(args))
-        source.namespace = args.namespace
+        only = frozenset(args.namespace) if args.namespace else None
+        # one namespace: listed in it alone; several: listed everywhere, then filtered
+        source.namespace = args.namespace[0] if only and len(only) == 1 else None
         found = source.cluster_objects(warn)
         context = build_context(args, found, warn)
         source.kinds = context.workload_kinds  # --workload-kinds kinds are listed too
         progress = Progress(stderr, enabled=_progress_on(args.progress, stderr))
-        # -n NS: that namespace's reports only, and no cluster report (its facts would be
-        # those of one namespace's pods)
-        covered = {args.namespace} if args.namespace else set(found.namespaces)
+        # -n NS: those namespaces' reports only, and no cluster report (its facts would be
+        # those of some namespaces' pods)
+        covered = set(only) if only else set(found.namespaces)
         collector = audit(source, context, progress, passes=args.report_passes,
-                          shard=args.shard, covered=covered)
-        if args.namespace:
+                          shard=args.shard, covered=covered, only=only)
+        if only:
             collector.cluster_report = False
     except (ClusterError, sources.SourceError, PolicyLoadError) as exc:
         warn(str(exc))
@@ -191,7 +196,8 @@ def apply(args: argparse.Namespace, source: Source, collector: Collector, stdout
 
     assert isinstance(source, LiveSource)  # --apply audits no PATH
     writer = reports.ReportWriter(source.api, source.retry, shard=args.shard,
-                                  page_size=args.page_size, namespace=args.namespace)
+                                  page_size=args.page_size,
+                                  namespaces=frozenset(args.namespace or ()) or None)
     try:
         apis = reports.report_apis(source.api, args.report_api, source.retry)
         done = writer.apply(collector, apis)
@@ -231,10 +237,10 @@ def build_context(args: argparse.Namespace, found: sources.ClusterObjects,
 
 def audit(source: Source, context: Context, progress: Progress, *,
           passes: bool = False, shard: tuple[int, int] = (0, 1),
-          covered: set[str] | None = None) -> Collector:
+          covered: set[str] | None = None, only: frozenset[str] | None = None) -> Collector:
     """Review every workload of the source (of shard `shard[0]` of `shard[1]`: the objects
-    of the namespaces that hash there). `covered`: the namespaces known to exist, whose
-    reports are written even with nothing in them."""
+    of the namespaces that hash there; of the namespaces `only`, when given). `covered`: the
+    namespaces known to exist, whose reports are written even with nothing in them."""
     index, count = shard
     collector = Collector({p.name: p for p in context.policies}, passes=passes)
     collector.cluster_report = index == 0
@@ -243,7 +249,11 @@ def audit(source: Source, context: Context, progress: Progress, *,
     places: Places = {}
     for kind, batch in source.workloads(progress, collector.unavailable):
         for obj, locate in batch:
+            if only is not None and namespace_of(obj, None) not in only:
+                continue
             if count > 1 and shard_of(namespace_of(obj, None), count) != index:
+                if kind == "Pod":  # what it holds on its node counts in every shard
+                    checks.hold(obj)
                 if index == 0 and kind == "Pod":  # the cluster report counts shared GPUs
                     checks.view.add_pod(obj, namespace_of(obj, None),
                                         str(sources.metadata_of(obj).get("name") or "?"))
@@ -342,8 +352,6 @@ def _say_what_sarif_left_out(collector: Collector, warn: Callable[[str], None]) 
 
 
 def _owned(kind: str, meta: Mapping[str, Any]) -> bool:
-    if kind == "ResourceClaim" and sources.generated_for_pod(meta):
-        return True
     refs = meta.get("ownerReferences")
     for ref in refs if isinstance(refs, list) else ():
         if isinstance(ref, dict) and ref.get("controller") and (kind, ref.get("kind")) in OWNED:

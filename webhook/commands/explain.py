@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from policies import yamlpos
 from policies.context import Context
-from policies.engine import claim_view, explain, is_claim, namespace_of
+from policies.engine import claim_view, explain, is_claim, namespace_of, review
 from policies.loading import PolicyLoadError
 from policies.paths import to_display
 from policies.workloads import unlisted_pod_template
@@ -115,6 +115,10 @@ def _load(args: argparse.Namespace, warn: Any) -> tuple[list[dict[str, Any]], Co
     context, warnings = sources.build_context(args, live.cluster_objects(warn))
     for line in warnings:
         warn(line)
+    if context.inventory is not None:  # what the nodes hold now: "fits once ... are free"
+        from dataclasses import replace
+        context = replace(context, inventory=replace(context.inventory,
+                                                     occupancy=live.occupancy()))
     return [obj], context, {id(obj): scheduler_message(obj)}
 
 
@@ -210,12 +214,17 @@ def answer(obj: dict[str, Any], context: Context, namespace: str | None,
             "fits": any(v.fits for v in verdicts),
             "pools": [{"pool": v.pool, "nodes": v.nodes, "model": v.model, "fits": v.fits,
                        "reasons": list(v.reasons), "scheduler": v.scheduler,
-                       **({"allocation": v.allocation} if v.allocation else {})}
+                       **({"allocation": v.allocation} if v.allocation else {}),
+                       **({"template": v.template, "label": v.label} if v.template else {}),
+                       **({"now": v.now} if v.now else {})}
                       for v in verdicts],
         })
     return {
         "kind": obj.get("kind"), "namespace": ns, "name": meta.get("name"),
         "policies": [p.name for p in context.governing(ns)],
+        # what the API server's own plugins (quota, priority and runtime classes) refuse,
+        # apart from the pools below (the scheduler's filters, and the policies' say)
+        "refusals": [] if claim else _refusals(obj, context, ns),
         "gpu": view.gpu if view is not None else bool(specs),
         "scheduler": scheduler,
         # a pod carrier's GPU pod specs per node pool; a claim's devices per DRA node group
@@ -225,6 +234,22 @@ def answer(obj: dict[str, Any], context: Context, namespace: str | None,
         "problems": [{"path": to_display(p.path), "message": p.message}
                      for p in (view.claim.problems if view is not None else ())],
     }
+
+
+def _refusals(obj: dict[str, Any], context: Context, ns: str) -> list[dict[str, str]]:
+    """What the API server's own admission plugins refuse (the pools say the rest)."""
+    decision = review(obj, context, namespace=ns)
+    return [{"by": "API server", "rule": v.rule, "path": v.field, "message": v.message,
+             "severity": v.severity}
+            for v in decision.violations if v.rule in APISERVER_RULES]
+
+
+# What the API server's own admission plugins refuse (Priority, RuntimeClass, ResourceQuota),
+# said apart from what a policy refuses
+APISERVER_RULES = frozenset({"priority-class-unknown", "resource-quota-exceeded",
+                             "runtime-class-conflict"})
+# the pool reasons that are a policy's say (allowedModels), not a scheduler filter's
+_POLICY_REASON = re.compile(r"^GPU model .* is not allowed \(")
 
 
 def _render_claim(a: dict[str, Any]) -> list[str]:
@@ -252,6 +277,11 @@ def _render_claim(a: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _said(reason: str) -> str:
+    """A pool reason, a policy's (allowedModels) told apart from the scheduler's filters."""
+    return f"policy: {reason}" if _POLICY_REASON.match(reason) else reason
+
+
 def render(answers: list[dict[str, Any]], *, pools_known: bool) -> str:
     lines: list[str] = []
     for a in answers:
@@ -266,23 +296,37 @@ def render(answers: list[dict[str, Any]], *, pools_known: bool) -> str:
         elif not a["gpu"]:
             lines.append("  not a GPU workload: no container requests an accelerator and no "
                          "GPU share is annotated")
+        for r in a.get("refusals") or ():
+            word = "refuses" if r["severity"] == "error" else "warns"
+            lines.append(f"  {r['by']} {word}: {r['message']}  [{r['rule']}]")
         for spec in a["podSpecs"]:
-            fitting = [p["pool"] for p in spec["pools"] if p["fits"]]
-            total = len(spec["pools"])
+            pools = [p for p in spec["pools"] if "template" not in p]
+            templates = [p for p in spec["pools"] if "template" in p]
+            fitting = [p["pool"] for p in pools if p["fits"]]
+            total = len(pools)
             verdict = (f"fits {len(fitting)} of {total} pool{'s' * (total != 1)}"
                        if fitting else "fits NO node pool")
+            if templates:
+                grown = sum(p["fits"] for p in templates)
+                verdict += (f"; {grown} of {len(templates)} node templates can start a node "
+                            "for it" if grown else "; no node template can start a node for it")
             lines.append(f"  pod spec {spec['path']}: {verdict}")
             for p in spec["pools"]:
                 size = f"{p['nodes']} node{'s' * (p['nodes'] != 1)}, " if pools_known else ""
                 head = f"    pool {p['pool']} ({size}{p['model'] or 'no GPU'}): "
+                if "template" in p:
+                    head = f"    {p['label']} ({p['model'] or 'no GPU'}): "
                 if p["fits"]:
-                    lines.append(head + "fits")
+                    lines.append(head + p.get("now", "fits on scale-up" if "template" in p
+                                              else "fits"))
                 elif p["scheduler"]:  # the scheduler's words, then every reason in full
-                    lines.append(head + p["scheduler"])
-                    lines.extend(f"{' ' * 6}- {r}" for r in p["reasons"])
+                    never = "never fits: " if p.get("now") else ""  # whatever pods hold
+                    lines.append(head + never + p["scheduler"])
+                    lines.extend(f"{' ' * 6}- {_said(r)}" for r in p["reasons"])
                 else:
-                    lines.append(head + p["reasons"][0])
-                    lines.extend(f"{' ' * 6}- {r}" for r in p["reasons"][1:])
+                    never = "never fits: " if p.get("now") else ""
+                    lines.append(head + never + _said(p["reasons"][0]))
+                    lines.extend(f"{' ' * 6}- {_said(r)}" for r in p["reasons"][1:])
         lines.append("")
     if not pools_known:
         lines.append("No inventory: the pools are the GPU catalog's models and amounts are not "

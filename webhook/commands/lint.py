@@ -149,6 +149,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     except (sources.SourceError, PolicyLoadError) as exc:
         stderr.write(f"gpupolicy lint: {exc}\n")
         return 2
+    for line in sources.template_warnings(context):
+        stderr.write(f"gpupolicy lint: {line}\n")
     result = Result(notes=list(collected.notes))
     with heap_frozen():  # what lives on (imports, context) is not walked again
         for name, raw in loaded:

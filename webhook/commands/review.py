@@ -46,6 +46,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     except (sources.SourceError, PolicyLoadError) as exc:
         stderr.write(f"gpupolicy review: {exc}\n")
         return 2
+    for line in sources.template_warnings(context):
+        stderr.write(f"gpupolicy review: {line}\n")
     several = len(streams) > 1
     results = [{**({"file": name} if several else {}), **_refused(name, p)}
                for name, stream in streams for p in stream.problems]

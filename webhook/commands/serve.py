@@ -67,6 +67,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{DEFAULT_KEEPALIVE}, longer than client-go's 90)")
     parser.add_argument("--tls-cert", metavar="FILE", help="serving certificate (PEM)")
     parser.add_argument("--tls-key", metavar="FILE", help="its private key (PEM)")
+    parser.add_argument("--client-ca", metavar="FILE",
+                        help="CA bundle (PEM) the admission port's clients must present a "
+                             "certificate from (the API server's, set in its "
+                             "AdmissionConfiguration kubeConfigFile): a connection without "
+                             "one is refused in the TLS handshake; re-read when it changes")
     parser.add_argument("--certs-dir", default="certs",
                         help="where a self-signed pair is kept when no --tls-* is given "
                              "(default: ./certs)")
@@ -79,7 +84,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the namespace of the webhook's own Service, for the generated "
                              "cert; never governed (default: $POD_NAMESPACE or gpupolicy)")
     parser.add_argument("--max-body-bytes", type=int, default=admission.MAX_BODY,
-                        help="largest AdmissionReview accepted (default: 8 MiB)")
+                        help="largest AdmissionReview accepted, in bytes (default: 6.25 MiB, the "
+                             "largest the apiserver sends; docs/hardening.md)")
     parser.add_argument("--reload-interval", type=float, default=1.0,
                         help="seconds between checks of the policy/namespace/inventory files")
     parser.add_argument("--log-level", default="info",
@@ -100,8 +106,9 @@ class TLSFiles:
     each fork), so a worker forked later (SIGHUP, a worker killed) starts from the last good
     pair the master holds, not the pair the server started with nor what is on disk now."""
 
-    def __init__(self, cert: str, key: str, names: tuple[str, ...] = ()) -> None:
-        self.cert, self.key = cert, key
+    def __init__(self, cert: str, key: str, names: tuple[str, ...] = (),
+                 client_ca: str | None = None) -> None:
+        self.cert, self.key, self.client_ca = cert, key, client_ca
         self._lock = threading.Lock()
         self._mark = self._stat()
         self._failed: Any = None  # the file state that last failed to load
@@ -114,17 +121,22 @@ class TLSFiles:
 
     def _stat(self) -> Any:
         try:
-            return tuple((s.st_mtime_ns, s.st_size, s.st_ino)
-                         for s in (os.stat(self.cert), os.stat(self.key)))
+            return tuple((s.st_mtime_ns, s.st_size, s.st_ino) for s in (
+                os.stat(path) for path in (self.cert, self.key, self.client_ca) if path))
         except OSError:
             return None
 
     def _read(self) -> tuple[bytes, bytes]:
         return Path(self.cert).read_bytes(), Path(self.key).read_bytes()
 
-    @staticmethod
-    def _build(cert_pem: bytes, key_pem: bytes) -> ssl.SSLContext:
+    def _build(self, cert_pem: bytes, key_pem: bytes) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        if self.client_ca:
+            # Every client must show a certificate this CA signed, or the handshake fails
+            # before a byte of HTTP is read. load_verify_locations raises on a file with no
+            # certificate, so a bad CA never means "no check".
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(cadata=Path(self.client_ca).read_text("ascii"))
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.options |= ssl.OP_NO_COMPRESSION
         # TLS 1.2: forward-secret AEAD suites only (no CBC, whose padding and MAC-then-encrypt
@@ -254,6 +266,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         stderr.write("gpupolicy serve: give both --tls-cert and --tls-key, or neither\n")
         return 2
     _multiproc_dir()  # before anything imports prometheus_client
+    _return_large_buffers()  # before the workers fork: they inherit it
     from webhook import logs
 
     logs.setup(args.log_level)
@@ -262,7 +275,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         from webhook import certs
 
         service = certs.service_names(args.service, args.service_namespace)[0]
-        tls = TLSFiles(cert, key, (service,))
+        tls = TLSFiles(cert, key, (service,), args.client_ca)
     except (OSError, ssl.SSLError, ValueError) as exc:
         stderr.write(f"gpupolicy serve: TLS certificate/key unusable: {exc}\n")
         return 2
@@ -306,6 +319,29 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     except SystemExit as exit_:
         return int(exit_.code or 0) if isinstance(exit_.code, int | None) else 1
     return 0
+
+
+# glibc's mallopt parameter: requests at least this large are mmap'd, and unmapped when freed.
+_M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 128 * 1024
+
+
+def _return_large_buffers() -> None:
+    """Give request bodies (and their copies) back to the system when they are freed. glibc
+    starts by mmap'ing blocks of 128 KiB and more, but raises that threshold to the largest
+    block freed so far: after a few 6 MiB bodies they are carved from the heap, whose top
+    cannot shrink past any small object allocated since, and each worker's peak memory under
+    8 hostile bodies grew by ~40 MiB (bench/bench_memory.py: 408 -> 316 MiB in all). Setting
+    the threshold keeps it fixed. Nothing to do on another C library."""
+    import ctypes
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        return
+    try:
+        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    except (OSError, AttributeError):
+        return
 
 
 def _hostport(host: str, port: int) -> str:
@@ -394,7 +430,8 @@ def _build(args: argparse.Namespace, record: bool = True) -> tuple[Any, Any]:
     state = State(sources.load_catalog(), excluded_namespaces=excluded, expect=expect,
                   workload_kinds=sources.load_workload_kinds(args.workload_kinds))
     files = FileSources(state, policies=args.policies, namespaces=args.namespaces,
-                        inventory=args.inventory, record=record, cluster=cluster)
+                        inventory=args.inventory, record=record, cluster=cluster,
+                        node_templates=getattr(args, "node_templates", None))
     return state, files
 
 
@@ -501,6 +538,9 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
             "graceful_timeout": 10,
             "certfile": self.tls.cert,
             "keyfile": self.tls.key,
+            # (the SSLContext below is what serves; these say the same to gunicorn)
+            **({"cert_reqs": ssl.CERT_REQUIRED, "ca_certs": self.tls.client_ca}
+               if self.tls.client_ca else {}),
             "ssl_context": lambda _conf, _factory: self.tls.context(),
             "child_exit": _child_exit,
             "logger_class": _JSONLogger,

@@ -217,7 +217,7 @@ def _inputs(
         raise _Invalid(f"{where('inventory')}: {exc}") from None
     context = Context(policies=policies, catalog=catalog, inventory=inventory,
                       namespaces=namespaces, excluded_namespaces=sources.excluded_namespaces(None),
-                      claims=claims)
+                      claims=claims, api=found.api())
     return context, objects
 
 

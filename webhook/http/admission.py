@@ -13,6 +13,7 @@ from typing import Any, Literal, NotRequired, TypedDict, cast
 
 import orjson
 
+from policies import jsonbudget
 from policies.decision import Decision, Violation
 
 API_VERSION = "admission.k8s.io/v1"
@@ -28,7 +29,18 @@ WARNING_BUDGET = 4096  # runes across all warnings before the apiserver truncate
 DENIAL_SHOWN = 20
 DENIAL_BUDGET = 4096
 AUDIT_VALUE_BUDGET = 2048  # per annotation key; audit events are kept and shipped
-MAX_BODY = 8 * 1024 * 1024  # bytes of one request: well above the apiserver's 3 MiB cap
+# The largest review the apiserver can send (docs/hardening.md): an object is at most 1.5 MiB
+# in etcd, and its JSON at most twice that (the apiserver's own reasoning for its 3 MiB request
+# cap); an UPDATE carries the object and the old one, and the envelope (userInfo, options) is
+# a few KiB.
+MAX_OBJECT = 3 * 1024 * 1024
+MAX_BODY = 2 * MAX_OBJECT + 256 * 1024
+# Values (keys included) one review may hold. Real reviews, compact as the apiserver sends
+# them, spend 10-17 bytes per value (the corpus' densest: 9.8, the API's own round-trip
+# fixture; tests/server/test_memory.py), so a MAX_BODY review of them holds fewer than this.
+# Each value is 50-170 bytes of Python: the budget caps one parse, whatever the body is made of.
+MAX_VALUES = MAX_BODY // 9
+# Deeper than orjson's own limit (1024 levels, enforced in C as it parses) is refused too.
 ITEM_MAX = 512  # one violation's text (it may quote a value the user wrote at any length)
 AUDIT_KEY_MAX = 63
 _AUDIT_KEY_BAD = re.compile(r"[^-A-Za-z0-9_.]+")
@@ -102,6 +114,10 @@ class BadReview(ValueError):
     """The body is not an AdmissionReview v1 we can answer; the message says why (one line)."""
 
 
+class TooLarge(BadReview):
+    """The body is over a size budget (bytes or values): refused before it is parsed."""
+
+
 # --- reading ---------------------------------------------------------------------------------
 
 def _is_str(v: Any) -> bool:
@@ -137,9 +153,16 @@ _GVK = ("group", "version", "kind")
 _GVR = ("group", "version", "resource")
 
 
-def read_review(body: bytes) -> AdmissionRequest:
+def read_review(body: bytes, max_values: int = MAX_VALUES) -> AdmissionRequest:
     """The `request` stanza of an AdmissionReview v1 body, every field the webhook reads or
-    echoes checked for its type; raises BadReview naming the first field that is wrong."""
+    echoes checked for its type; raises BadReview naming the first field that is wrong, and
+    TooLarge, before anything is built, for a body of more than `max_values` JSON values. The
+    byte limit is the reader's (webhook/http/server.py), which refuses before reading. Depth is
+    orjson's: over 1024 levels it stops as it parses ("not valid JSON")."""
+    found = jsonbudget.over_budget(body, max_values)
+    if found is not None:
+        raise TooLarge(f"body holds {found} JSON values, more than the {max_values} "
+                       f"the largest real AdmissionReview needs")
     try:
         review = orjson.loads(body)
     except orjson.JSONDecodeError as exc:

@@ -139,8 +139,9 @@ class Metrics:
         self.requests = self.counter(
             "gpupolicy_admission_requests",
             "Admission requests answered, by webhook, operation and decision "
-            "(allowed, patched, denied, error, bad_request; not_ready: refused unjudged, with "
-            "a 503, by a worker whose sources are not all loaded).",
+            "(allowed, patched, denied, error, bad_request; too_large: over the byte or value "
+            "budget, 413; busy: a large body while the worker parsed another, 429; not_ready: "
+            "refused unjudged, with a 503, by a worker whose sources are not all loaded).",
             ["webhook", "operation", "decision"])
         self.latency = self.histogram(
             "gpupolicy_admission_request_duration_seconds",
@@ -158,6 +159,8 @@ class Metrics:
             self.requests.inc(webhook, "CREATE", "error", amount=0)
             self.requests.inc(webhook, "", "bad_request", amount=0)
             self.requests.inc(webhook, "", "not_ready", amount=0)
+            self.requests.inc(webhook, "", "too_large", amount=0)
+            self.requests.inc(webhook, "", "busy", amount=0)
         self.gauge("gpupolicy_build_info", "Always 1; the labels say what is running.",
                    ["version", "python"], mode="livemax",
                    read=lambda: {(_version(), platform.python_version()): 1.0})

@@ -4,12 +4,14 @@ admission.py reads the request and shapes the Decision into the AdmissionReview 
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
+from policies import jsonbudget
 from policies.decision import Decision
 from policies.engine import namespace_of, review
 from webhook import logs
@@ -19,16 +21,27 @@ from webhook.inputs.state import State
 # The apiserver drops a trailing slash; a hand-made `/mutate/` works too and never redirects.
 _ROUTES = {"/mutate": "mutate", "/mutate/": "mutate",
            "/validate": "validate", "/validate/": "validate"}
-_STATUS = {200: "200 OK", 400: "400 BAD REQUEST", 500: "500 INTERNAL SERVER ERROR",
+_STATUS = {200: "200 OK", 400: "400 BAD REQUEST", 413: "413 REQUEST ENTITY TOO LARGE",
+           429: "429 TOO MANY REQUESTS", 500: "500 INTERNAL SERVER ERROR",
            503: "503 SERVICE UNAVAILABLE"}
 NOT_READY_LOG_EVERY = 5.0  # seconds between log lines about admissions refused while unready
+# Bodies over jsonbudget.SMALL_BODY one worker reads and parses at a time, and how long another
+# waits for its turn before a 429 (docs/hardening.md): together with the value budget, this is
+# what bounds a worker's memory whatever its threads are sent.
+LARGE_SLOTS = 1
+LARGE_WAIT = 2.0
 
 
 def create_app(state: State, *, max_body: int = admission.MAX_BODY,
                meters: metrics.Metrics | None = None) -> Flask:
     """The webhook app; `meters` (default: a new Metrics, flushed to PROMETHEUS_MULTIPROC_DIR
-    when that is set) is where it counts, with the families of `state` added to it."""
-    app = Flask("gpupolicy")
+    when that is set) is where it counts, with the families of `state` added to it. The value
+    budget follows `max_body` (admission.MAX_VALUES for admission.MAX_BODY)."""
+    # Only the admission paths and the probes: no static folder (Flask would serve
+    # /static/<path> from the package), no automatic OPTIONS answers.
+    app = Flask("gpupolicy", static_folder=None)
+    max_values = max(1, admission.MAX_VALUES * max_body // admission.MAX_BODY)
+    large = threading.BoundedSemaphore(LARGE_SLOTS)
     log = logs.get()
     if meters is None:
         meters = metrics.Metrics(metrics.multiproc_dir())
@@ -54,19 +67,25 @@ def create_app(state: State, *, max_body: int = admission.MAX_BODY,
                        error=message)
         return 503, admission.encode({"error": message})
 
-    def bad(webhook: str, message: str) -> tuple[int, bytes]:
-        requests.inc(webhook, "", "bad_request")
-        logs.event(log, "bad request", level=30, webhook=webhook, error=message)
-        return 400, admission.encode({"error": message})
+    def bad(webhook: str, message: str, status: int = 400) -> tuple[int, bytes]:
+        outcome = {413: "too_large", 429: "busy"}.get(status, "bad_request")
+        requests.inc(webhook, "", outcome)
+        logs.event(log, "bad request", level=30, webhook=webhook, error=message, status=status)
+        return status, admission.encode({"error": message})
+
+    def refused(webhook: str, exc: _Unreadable) -> tuple[int, bytes]:
+        return bad(webhook, str(exc), exc.status)
 
     def admit(webhook: str) -> Response:
         """The Flask route: bodies without a Content-Length (chunked) or over the limit."""
         try:
-            body = _read_body(request.environ["wsgi.input"], request.content_length, max_body)
+            with _Turn(large) as turn:
+                body = _read_body(request.environ["wsgi.input"], request.content_length,
+                                  max_body, turn)
+                status, data = answer(webhook, body)
         except _Unreadable as exc:
-            status, data = bad(webhook, str(exc))
+            status, data = refused(webhook, exc)
             return Response(data, status, content_type="application/json", headers=_CLOSE)
-        status, data = answer(webhook, body)
         return Response(data, status, content_type="application/json")
 
     def answer(webhook: str, body: bytes) -> tuple[int, bytes]:
@@ -76,7 +95,9 @@ def create_app(state: State, *, max_body: int = admission.MAX_BODY,
             return not_ready(webhook)
         started = time.perf_counter()
         try:
-            req = admission.read_review(body)
+            req = admission.read_review(body, max_values)
+        except admission.TooLarge as exc:
+            return bad(webhook, str(exc), 413)
         except admission.BadReview as exc:
             return bad(webhook, str(exc))
         uid, operation = req["uid"], req["operation"]
@@ -134,10 +155,11 @@ def create_app(state: State, *, max_body: int = admission.MAX_BODY,
             return flask_wsgi(environ, start_response)
         headers = [("Content-Type", "application/json")]
         try:
-            body = _read_body(environ["wsgi.input"], int(length), max_body)
-            status, data = answer(webhook, body)
-        except _Unreadable as exc:  # a client too slow or gone: as on the Flask path
-            status, data = bad(webhook, str(exc))
+            with _Turn(large) as turn:
+                body = _read_body(environ["wsgi.input"], int(length), max_body, turn)
+                status, data = answer(webhook, body)
+        except _Unreadable as exc:  # a client too slow or gone, or a turn not come: as on the
+            status, data = refused(webhook, exc)  # Flask path
             headers += _CLOSE.items()
         except Exception:
             log.exception("unexpected error", extra={"fields": {"path": environ["PATH_INFO"]}})
@@ -148,21 +170,21 @@ def create_app(state: State, *, max_body: int = admission.MAX_BODY,
     app.wsgi_app = wsgi  # type: ignore[method-assign]
 
     # The apiserver drops a trailing slash; a hand-made `/mutate/` works too and never redirects.
-    @app.post("/mutate")
-    @app.post("/mutate/")
+    @app.post("/mutate", provide_automatic_options=False)
+    @app.post("/mutate/", provide_automatic_options=False)
     def mutate() -> Response:
         return admit("mutate")
 
-    @app.post("/validate")
-    @app.post("/validate/")
+    @app.post("/validate", provide_automatic_options=False)
+    @app.post("/validate/", provide_automatic_options=False)
     def validate() -> Response:
         return admit("validate")
 
-    @app.get("/healthz")
+    @app.get("/healthz", provide_automatic_options=False)
     def healthz() -> Response:
         return _json({"ok": True})
 
-    @app.get("/readyz")
+    @app.get("/readyz", provide_automatic_options=False)
     def readyz() -> Response:
         return _json(state.detail(), 200 if state.ready else 503)
 
@@ -186,15 +208,56 @@ _CLOSE = {"Connection": "close"}
 
 
 class _Unreadable(Exception):
-    """The body is over the limit, or could not be read (a malformed chunk, a client gone)."""
+    """The body could not be read (a malformed chunk, a client gone): 400; or is over the
+    limit (413), or is large while the worker's large-body turn did not come (429)."""
+
+    status = 400
 
 
-def _read_body(stream: Any, length: int | None, limit: int) -> bytes:
+class _TooLarge(_Unreadable):
+    status = 413
+
+
+class _Busy(_Unreadable):
+    status = 429
+
+
+class _Turn:
+    """The worker's one large-body turn, taken once a body is known to be over
+    jsonbudget.SMALL_BODY (from its Content-Length, or as a chunked one grows past it) and held
+    until the answer is built. Not come within LARGE_WAIT: a 429 (no Retry-After: the
+    apiserver would resend at once, contract §1.1), and the webhook's failurePolicy applies."""
+
+    def __init__(self, slots: threading.BoundedSemaphore) -> None:
+        self.slots, self.held = slots, False
+
+    def take(self) -> None:
+        if self.held:
+            return
+        if not self.slots.acquire(timeout=LARGE_WAIT):
+            raise _Busy(f"busy with another body over {jsonbudget.SMALL_BODY} bytes for "
+                        f"{LARGE_WAIT:g} s; send it again")
+        self.held = True
+
+    def __enter__(self) -> _Turn:
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        if self.held:
+            self.held = False
+            self.slots.release()
+
+
+def _read_body(stream: Any, length: int | None, limit: int, turn: _Turn | None = None
+               ) -> bytes:
     """The body, at most `limit` bytes: a Content-Length over it is refused before reading
-    anything, a chunked body (`length` None) is read no further than the limit. Read in
-    chunks: asking a stream for `limit` bytes at once would allocate that much per request."""
+    anything, a chunked body (`length` None) is read no further than the limit; a body over
+    jsonbudget.SMALL_BODY only in the worker's large-body `turn`. Read in chunks: asking a stream
+    for `limit` bytes at once would allocate that much per request."""
     if length is not None and length > limit:
-        raise _Unreadable(f"body larger than {limit} bytes (Content-Length: {length})")
+        raise _TooLarge(f"body larger than {limit} bytes (Content-Length: {length})")
+    if turn is not None and length is not None and length > jsonbudget.SMALL_BODY:
+        turn.take()
     need = limit + 1 if length is None else length  # chunked: a byte past the limit tells
     chunks: list[bytes] = []
     size = 0
@@ -205,10 +268,14 @@ def _read_body(stream: Any, length: int | None, limit: int) -> bytes:
                 break
             size += len(chunk)
             chunks.append(chunk)
+            if turn is not None and size > jsonbudget.SMALL_BODY:
+                turn.take()
+    except _Busy:
+        raise
     except Exception as exc:  # whatever the server's body reader raises: the body is unusable
         raise _Unreadable(f"body unreadable: {exc}") from exc
     if size > limit:
-        raise _Unreadable(f"body larger than {limit} bytes")
+        raise _TooLarge(f"body larger than {limit} bytes")
     return b"".join(chunks)
 
 

@@ -53,7 +53,10 @@ PROBE_THREADS = 2
 FD_RESERVE = 64  # file descriptors kept from connections, for the app's own files
 PROBE_PATHS = (b"/healthz", b"/readyz")
 
-BODY_BUDGET = 64 * 1024 * 1024  # body bytes one worker's loop may hold for slow clients
+# Body bytes one worker holds for requests not yet answered (gathered, queued for a thread or
+# being judged): past it a body stays in the kernel until a thread reads it. Two of the
+# largest bodies and then some; docs/hardening.md counts it into the pod's memory.
+BODY_BUDGET = 16 * 1024 * 1024
 _HANDSHAKE, _HEAD, _BODY, _IDLE, _CLOSING = "handshake", "head", "body", "idle", "closing"
 
 _readiness: Callable[[], dict[str, Any]] | None = None
@@ -372,7 +375,7 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
                 return
         if len(head) < conn.want:
             return
-        self._release(conn)
+        conn.want = None  # the body stays counted (conn.reserved) until the answer is sent
         self._unwait(conn)
         conn.stage = None
         assert self.probe_pool is not None
@@ -400,6 +403,7 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
 
     def finish_request(self, conn: Conn, future: futures.Future[Any]) -> None:
         """Back from a thread (run by the loop): keep the connection alive, or close it."""
+        self._release(conn)
         try:
             keep = bool(future.result()) if not future.cancelled() else False
         except Exception:

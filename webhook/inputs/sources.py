@@ -13,17 +13,22 @@ import argparse
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from policies import yamlpos
+from policies.apiserver import KINDS as API_KINDS
+from policies.apiserver import ApiObjects
 from policies.catalog import Catalog
 from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
 from policies.engine import CLAIM_KINDS
 from policies.inventory import Inventory
 from policies.loading import PolicyLoadError, PolicyProblem, check_unique, parse_policies
 from policies.model import API_VERSION, KIND, GPUPolicy
+from policies.scheduling.occupancy import Occupancy
+from policies.scheduling.request import limit_range_defaults
+from policies.scheduling.templates import is_template, read_templates, with_templates
 from policies.workloads import WORKLOAD_KINDS, KindTable, KindTableError, parse_kind_table
 
 if TYPE_CHECKING:  # the DRA object model loads only for inputs that hold DRA objects
@@ -40,7 +45,7 @@ CONTEXT_KINDS = ("Namespace", "ResourceClaim", "ResourceClaimTemplate", "DeviceC
 # Kinds that describe the cluster rather than a workload: read from the inputs of every door.
 # (ResourceClaimTemplate too: the scan looks for substrings.)
 CLUSTER_KINDS = ("Namespace", "Node", "GPUPolicy", "ResourceSlice", "DeviceClass",
-                 "DeviceTaintRule", "ResourceClaim")
+                 "DeviceTaintRule", "ResourceClaim", *API_KINDS)
 # The kinds whose apiVersion must be one the apiserver serves them in (policies/dra/reader.py).
 DRA_CLUSTER_KINDS = ("ResourceSlice", "DeviceClass")
 
@@ -185,13 +190,18 @@ def read_cluster_file(path: Path | str) -> ClusterObjects:
     ResourceClaims and templates pods name), all read; one with no Node is an error."""
     found = ClusterObjects()
     for obj in read_objects(path):
+        if obj.get("kind") == "Pod":  # pods bound to nodes: what they hold, summed per node
+            if found.occupancy is None:
+                found.occupancy = Occupancy()
+            found.occupancy.add_pod(obj)
+            continue
         if obj.get("kind") in DRA_CLUSTER_KINDS:  # the DRA readers load for DRA objects only
             from policies.dra.reader import unserved_dra_version
             unserved = unserved_dra_version(obj)
             if unserved:  # its devices would be lost: every claim would be judged wrongly
                 raise SourceError(f"{path}: {unserved}")
         found.add(obj)
-    if not found.nodes:
+    if not found.nodes and not found.templates:
         # What a failed `kubectl get nodes -o yaml > nodes.yaml` leaves: not "no nodes".
         raise SourceError(f"{path}: no Node objects (expected `kubectl get nodes -o yaml`)")
     return found
@@ -253,11 +263,6 @@ def excluded_namespaces(given: Sequence[str] | None, own: str | None = None) -> 
 # ---- DRA claims -----------------------------------------------------------------------------
 
 ClaimKey = tuple[str, str, str]  # (kind, namespace, name): how Context.claims is keyed
-# What the resource claim controller puts on the claim it makes from a template for one pod
-# (and the scheduler on the claim behind a DRA-served extended resource): a pod spec names
-# the template, never these claims.
-_GENERATED = ("resource.kubernetes.io/pod-claim-name",
-              "resource.kubernetes.io/extended-resource-name")
 
 
 def claim_entry(obj: Mapping[str, Any], kind: str | None = None, namespace: str = "default"
@@ -265,29 +270,19 @@ def claim_entry(obj: Mapping[str, Any], kind: str | None = None, namespace: str 
     """The Context.claims key and parsed value of a ResourceClaim or ResourceClaimTemplate,
     `kind` given for list items (which come without one); `namespace` is where one that names
     none goes (a door's --namespace, as for the workloads beside it). None for an object
-    without a name and for a claim generated for one pod: no pod spec can name it, so nothing
-    keeps it."""
+    without a name.
+
+    A claim that says it was made for one pod (the annotation
+    resource.kubernetes.io/pod-claim-name and a Pod controller reference) is kept like any
+    other: both fields are the writer's to set, so they prove nothing, and a pod that names
+    the claim by resourceClaimName is judged on what it holds."""
     kind = kind or str(obj.get("kind"))
     meta = metadata_of(obj)
     name, namespace = meta.get("name"), meta.get("namespace") or namespace
     if kind not in CLAIM_KINDS or not isinstance(name, str) or not isinstance(namespace, str):
         return None
-    if kind == "ResourceClaim" and generated_for_pod(meta):
-        return None
     from policies.dra.parse_claims import parse_claim
     return (kind, namespace, name), parse_claim({**obj, "kind": kind})
-
-
-def generated_for_pod(meta: Mapping[str, Any]) -> bool:
-    """A claim controlled by a Pod and marked as made for it (from a template, or for an
-    extended resource a DRA driver serves)."""
-    annotations = meta.get("annotations")
-    owners = meta.get("ownerReferences")
-    if not isinstance(annotations, dict) or not isinstance(owners, list):
-        return False
-    return any(a in annotations for a in _GENERATED) and any(
-        isinstance(o, dict) and o.get("kind") == "Pod" and o.get("controller") is True
-        for o in owners)
 
 
 @dataclass
@@ -306,12 +301,31 @@ class ClusterObjects:
     # The namespace of a claim that names none: the door's --namespace, which the workloads
     # beside it that name none get too (a pod finds its template in its own namespace).
     namespace: str = "default"
+    # Capacity that can appear: Karpenter NodePools, Cluster API node groups, and Node objects
+    # given as templates (--node-templates)
+    templates: list[dict[str, Any]] = field(default_factory=list)
+    node_templates: list[dict[str, Any]] = field(default_factory=list)
+    limit_ranges: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    occupancy: Occupancy | None = None  # an --inventory file's pods, summed per node
+    # PriorityClasses, RuntimeClasses, ResourceQuotas (policies/apiserver.py), as listed
+    api_objects: list[dict[str, Any]] = field(default_factory=list)
+
+    def api(self) -> ApiObjects | None:
+        """What the API server's Priority, RuntimeClass and quota plugins read; None when
+        none of it was listed."""
+        return ApiObjects.read(self.api_objects) if self.api_objects else None
 
     def add(self, obj: Mapping[str, Any]) -> None:
         kind = obj.get("kind")
         if not isinstance(kind, str):  # a list or a map in `kind` is no kind at all
             return
-        if kind == "Namespace":
+        if kind == "LimitRange":
+            namespace = metadata_of(obj).get("namespace") or self.namespace
+            if isinstance(namespace, str):
+                self.limit_ranges.setdefault(namespace, []).append(dict(obj))
+        elif is_template(obj):
+            self.templates.append(dict(obj))
+        elif kind == "Namespace":
             self.namespaces.update(namespace_labels([obj]))
         elif kind == "Node":
             self.nodes.append(dict(obj))
@@ -325,6 +339,8 @@ class ClusterObjects:
             entry = claim_entry(obj, namespace=self.namespace)
             if entry is not None:
                 self.claims[entry[0]] = entry[1]
+        elif kind in API_KINDS:
+            self.api_objects.append(dict(obj))
         elif kind == "GPUPolicy":
             checked = gpupolicy(obj)
             if isinstance(checked, Invalid):
@@ -334,7 +350,14 @@ class ClusterObjects:
 
 
     def inventory(self, catalog: Catalog) -> Inventory:
-        return inventory_of(self.nodes, self.slices, self.classes, catalog, self.taint_rules)
+        found = inventory_of(self.nodes, self.slices, self.classes, catalog, self.taint_rules)
+        if self.templates or self.node_templates:
+            found = with_templates(found, read_templates(self.templates, catalog,
+                                                         self.node_templates))
+        if self.limit_ranges or self.occupancy is not None:
+            found = replace(found, occupancy=self.occupancy, limits={
+                ns: limit_range_defaults(items) for ns, items in self.limit_ranges.items()})
+        return found
 
 
 def inventory_of(nodes: Iterable[Mapping[str, Any]], slices: Iterable[Any],
@@ -361,10 +384,29 @@ def inventory_and_claims(found: ClusterObjects, inventory: Path | str | None,
     input's class replaces the inventory's of that name). Raises SourceError."""
     if inventory:
         cluster = read_cluster_file(inventory)
+        # the file's classes and quotas are the cluster's: they join what the door reads
+        found.api_objects = [*cluster.api_objects, *found.api_objects]
         if cluster.slices or cluster.classes:
             cluster.classes = with_classes(cluster.classes, found.classes)
+        cluster.node_templates.extend(found.node_templates)
+        cluster.templates.extend(found.templates)
         return cluster.inventory(catalog), {**cluster.claims, **found.claims}
-    return (found.inventory(catalog) if found.nodes else None), dict(found.claims)
+    return (found.inventory(catalog) if found.nodes or found.templates
+            or found.node_templates else None), dict(found.claims)
+
+
+def read_node_templates(path: Path | str, found: ClusterObjects) -> None:
+    """--node-templates FILE: Node objects that stand for nodes an autoscaler can start, and
+    NodePools or Cluster API node groups; a file with none of them is an error."""
+    before = len(found.templates) + len(found.node_templates)
+    for obj in read_objects(path):
+        if obj.get("kind") == "Node":
+            found.node_templates.append(dict(obj))
+        elif is_template(obj):
+            found.templates.append(dict(obj))
+    if len(found.templates) + len(found.node_templates) == before:
+        raise SourceError(f"{path}: no Node, NodePool or Cluster API node group objects "
+                          "(expected node templates)")
 
 
 def with_classes(listed: Sequence[dict[str, Any]], given: Sequence[dict[str, Any]]
@@ -426,6 +468,10 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
                         help="policy file or directory (default: the bundled policies)")
     parser.add_argument("--inventory", metavar="FILE",
                         help="nodes, as from `kubectl get nodes -o yaml`")
+    parser.add_argument("--node-templates", metavar="FILE",
+                        help="nodes an autoscaler can start: Node-shaped templates, Karpenter "
+                             "NodePools or Cluster API node groups (a pod only they can run is "
+                             "admitted with a note)")
     parser.add_argument("--namespaces", metavar="FILE", action="append", default=[],
                         help="Namespace objects (labels for namespaceSelector); repeatable")
     parser.add_argument("--exclude-namespace", metavar="NS", action="append", default=None,
@@ -447,14 +493,27 @@ def build_context(
     policies, clashes = merge_policies(load_policies(args.policies), found.policies)
     namespaces = load_namespaces(args.namespaces)
     namespaces.update(found.namespaces)
+    templates = getattr(args, "node_templates", None)
+    if templates:
+        read_node_templates(templates, found)
     inventory, claims = inventory_and_claims(found, args.inventory, catalog)
+    api = found.api()
     context = Context(
         policies=policies, catalog=catalog, inventory=inventory, namespaces=namespaces,
         excluded_namespaces=excluded_namespaces(args.exclude_namespace, own_namespace),
         workload_kinds=load_workload_kinds(getattr(args, "workload_kinds", None)),
-        claims=claims,
+        claims=claims, api=api,
     )
-    return context, [*found.problems, *clashes.values()]
+    # a class or quota that cannot be read is said, as an invalid GPUPolicy is
+    unread = [f"skipping unreadable {p}" for p in api.problems] if api is not None else []
+    return context, [*found.problems, *clashes.values(), *unread, *template_warnings(context)]
+
+
+def template_warnings(context: Context) -> list[str]:
+    """The node templates that could not be read as capacity, each with its path."""
+    inventory = context.inventory
+    return [f"skipping node template {p.describe()}"
+            for p in (inventory.template_problems if inventory is not None else ())]
 
 
 def _name(obj: Mapping[str, Any]) -> str:

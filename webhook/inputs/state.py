@@ -12,13 +12,15 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from policies.apiserver import ApiObjects
 from policies.catalog import Catalog
 from policies.context import DEFAULT_EXCLUDED_NAMESPACES, Context
 from policies.loading import PolicyLoadError
+from policies.scheduling.templates import Templates, read_templates, with_templates
 from policies.workloads import WORKLOAD_KINDS, KindTable
 from webhook import logs
 from webhook.inputs import sources
@@ -36,7 +38,7 @@ class State:
         self._lock = threading.Lock()
         self._parts: dict[str, Any] = {
             "policies": (), "cluster_policies": (), "namespaces": {}, "inventory": None,
-            "claims": {},
+            "claims": {}, "node_templates": None, "api": None,
         }
         self._excluded = excluded_namespaces
         self._kinds = workload_kinds
@@ -72,11 +74,15 @@ class State:
             for name, message in clashes.items():
                 self.errors[f"gpupolicy/{name}"] = message
             self._clashes = set(clashes)
+            inventory = self._parts["inventory"]
+            templates = self._parts["node_templates"]
+            if inventory is not None and templates is not None:  # --node-templates FILE
+                inventory = with_templates(inventory, templates)
             self.context = Context(
                 policies=tuple(policies), catalog=self.catalog,
-                inventory=self._parts["inventory"], namespaces=dict(self._parts["namespaces"]),
+                inventory=inventory, namespaces=dict(self._parts["namespaces"]),
                 excluded_namespaces=self._excluded, workload_kinds=self._kinds,
-                claims=self._parts["claims"],
+                claims=self._parts["claims"], api=without_quotas(self._parts["api"]),
             )
             return self.context
 
@@ -126,6 +132,7 @@ class FileSources:
     def __init__(
         self, state: State, *, policies: str | None, namespaces: Sequence[str] = (),
         inventory: str | None = None, record: bool = True, cluster: bool = False,
+        node_templates: str | None = None,
     ) -> None:
         self.state = state
         self.record = record  # False: a check that must not count in metrics or logs
@@ -150,6 +157,12 @@ class FileSources:
             self.watched.append(_Watched(
                 "inventory", lambda: _fingerprint([inv]),
                 lambda: _inventory_parts(inv, state.catalog),
+            ))
+        if node_templates:  # read in cluster mode too: capacity the API server cannot list
+            templates = Path(node_templates)
+            self.watched.append(_Watched(
+                "node_templates", lambda: _fingerprint([templates]),
+                lambda: {"node_templates": _node_templates(templates, state.catalog)},
             ))
         self._stop = threading.Event()
 
@@ -206,10 +219,25 @@ class FileSources:
         self._stop.set()
 
 
+def _node_templates(path: Path, catalog: Catalog) -> Templates:
+    """A --node-templates file: Node-shaped templates, NodePools, Cluster API node groups."""
+    found = sources.ClusterObjects()
+    sources.read_node_templates(path, found)
+    return read_templates(found.templates, catalog, found.node_templates)
+
+
 def _inventory_parts(path: Path, catalog: Catalog) -> dict[str, Any]:
-    """An --inventory file gives the inventory and the ResourceClaims pods may name."""
+    """An --inventory file gives the inventory, the ResourceClaims pods may name and the
+    PriorityClasses and RuntimeClasses injection resolves (its ResourceQuotas are left to
+    the API server's own quota admission)."""
     found = sources.read_cluster_file(path)
-    return {"inventory": found.inventory(catalog), "claims": found.claims}
+    return {"inventory": found.inventory(catalog), "claims": found.claims, "api": found.api()}
+
+
+def without_quotas(api: ApiObjects | None) -> ApiObjects | None:
+    """The webhook leaves quota to the API server's own quota admission, which runs after it
+    and counts what is admitted concurrently: the webhook's Context has no ResourceQuotas."""
+    return api if api is None or not api.quotas else replace(api, quotas={})
 
 
 def _policy_paths(root: Path) -> list[Path]:

@@ -393,10 +393,7 @@ def write_table(c: Collector, out: TextIO) -> None:
           f"in {s['seconds']}s.\n")
     if s["skippedOwned"]:
         owned = ", ".join(count(n, k) for k, n in s["skippedOwned"].items())
-        generated = (" (a ResourceClaim generated for one pod: its ResourceClaimTemplate)"
-                     if "ResourceClaim" in s["skippedOwned"] else "")
-        write(f"Skipped {owned} owned by a controller whose template is audited"
-              f"{generated}.\n")
+        write(f"Skipped {owned} owned by a controller whose template is audited.\n")
     for what, why in s["unavailable"].items():
         write(f"Not audited: {what}: {why}\n")
     write("\n")

@@ -70,6 +70,23 @@ has({{ $next }}) && ({{ include "gpupolicy.cel.walk" (dict "expr" $next "path" $
 {{- end -}}
 {{- end -}}
 
+{{/*
+True when an UPDATE changes one of webhooks.schedulingMetadata's annotations or labels (set,
+removed or given another value): each is read as a list of at most one value, so absent and
+empty differ.
+*/}}
+{{- define "gpupolicy.cel.schedulingChanged" -}}
+{{- $terms := list -}}
+{{- range $field, $keys := .Values.webhooks.schedulingMetadata -}}
+{{- if $keys -}}
+{{- $new := printf "(has(object.metadata) && has(object.metadata.%s) && k in object.metadata.%s ? [object.metadata.%s[k]] : [])" $field $field $field -}}
+{{- $old := printf "(has(oldObject.metadata) && has(oldObject.metadata.%s) && k in oldObject.metadata.%s ? [oldObject.metadata.%s[k]] : [])" $field $field $field -}}
+{{- $terms = append $terms (printf "[%s].exists(k, %s != %s)" (include "gpupolicy.cel.quotedList" $keys) $new $old) -}}
+{{- end -}}
+{{- end -}}
+{{- if $terms }}{{ join " || " $terms }}{{ else }}false{{ end -}}
+{{- end -}}
+
 {{/* The matchConditions block for a list of pod-spec dot paths (`.paths`). */}}
 {{- define "gpupolicy.matchConditions" -}}
 {{- $terms := list -}}
@@ -79,9 +96,15 @@ has({{ $next }}) && ({{ include "gpupolicy.cel.walk" (dict "expr" $next "path" $
 matchConditions:
   - name: gpu-related
     expression: {{ join " || " $terms | quote }}
-  {{- if .specChanged }}
-  # An UPDATE that leaves the spec alone (labels, annotations, finalizers: e.g. the Job
-  # controller releasing its pods) has nothing to re-check and must not wait on the webhook.
+  {{- if and .specChanged .scheduling }}
+  # An UPDATE that leaves the spec and what GPU schedulers read alone (other labels and
+  # annotations, finalizers: e.g. the Job controller releasing its pods) has nothing to
+  # re-check and must not wait on the webhook. One that adds a KAI share to a pending pod does.
+  - name: spec-or-scheduling-changed
+    expression: {{ printf "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec || %s" (include "gpupolicy.cel.schedulingChanged" .root) | quote }}
+  {{- else if .specChanged }}
+  # An UPDATE that leaves the spec alone (labels, annotations, finalizers) has nothing to
+  # re-check and must not wait on the webhook.
   - name: spec-changed
     expression: "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"
   {{- end }}
@@ -131,8 +154,20 @@ matchConditions:
   # nothing to re-check.
   - name: spec-changed
     expression: "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"
-  # The claim the resource claim controller makes for one pod from a template: the template
-  # was checked when it was written, and the pod when it was created.
-  - name: not-generated-for-a-pod
-    expression: "!has(object.metadata) || !has(object.metadata.annotations) || !('resource.kubernetes.io/pod-claim-name' in object.metadata.annotations) || !has(object.metadata.ownerReferences) || !object.metadata.ownerReferences.exists(o, has(o.kind) && o.kind == 'Pod' && has(o.controller) && o.controller == true)"
+  {{- with .Values.webhooks.validate.claimControllers }}
+  # The claim the resource claim controller makes for one pod from a template (or the
+  # scheduler for a DRA-served extended resource): what it copies was checked when it was
+  # written. Who sent the request decides, never the claim's annotations or owners, which
+  # any user who may create claims can write.
+  - name: not-from-a-claim-controller
+    expression: {{ printf "!has(request.userInfo) || !has(request.userInfo.username) || !(request.userInfo.username in [%s])" (include "gpupolicy.cel.quotedList" .) | quote }}
+  {{- end }}
+{{- end -}}
+
+
+{{/* A list of strings as a CEL list's items: 'a', 'b' (single quotes escaped). */}}
+{{- define "gpupolicy.cel.quotedList" -}}
+{{- $quoted := list -}}
+{{- range . }}{{ $quoted = append $quoted (printf "'%s'" (replace "'" "\\'" .)) }}{{ end -}}
+{{- join ", " $quoted -}}
 {{- end -}}

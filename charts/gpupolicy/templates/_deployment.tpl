@@ -119,6 +119,10 @@ spec:
             # Names the serving certificate is checked against, and the namespace the
             # server never governs (its own, from POD_NAMESPACE, plus kube-system).
             - --service={{ $fullname }}
+            {{- if .Values.clientAuth.enabled }}
+            # Only clients with a certificate this CA signed (the API server) are answered.
+            - --client-ca=/client-ca/ca.crt
+            {{- end }}
           env:
             - name: POD_NAMESPACE
               valueFrom:
@@ -176,6 +180,11 @@ spec:
             - name: workload-kinds
               mountPath: /etc/gpupolicy
               readOnly: true
+            {{- if .Values.clientAuth.enabled }}
+            - name: client-ca
+              mountPath: /client-ca
+              readOnly: true
+            {{- end }}
             # The root filesystem is read-only: gunicorn's worker heartbeat files and the
             # Prometheus multiprocess files go here.
             - name: tmp
@@ -195,6 +204,20 @@ spec:
         - name: workload-kinds
           configMap:
             name: {{ $fullname }}-workload-kinds
+        {{- with .Values.clientAuth }}
+        {{- if .enabled }}
+        - name: client-ca
+          {{- if .caSecret }}
+          secret:
+            secretName: {{ .caSecret }}
+          {{- else }}
+          configMap:
+            name: {{ .caConfigMap }}
+          {{- end }}
+            items:
+              - {key: {{ .key }}, path: ca.crt}
+        {{- end }}
+        {{- end }}
         - name: tmp
           emptyDir:
             medium: Memory

@@ -103,7 +103,7 @@ webhooks:
         operations: ["CREATE", "UPDATE"]
         scope: Namespaced
     {{- if $mc }}
-    {{- include "gpupolicy.matchConditions" (dict "root" . "paths" $podPaths "specChanged" true) | nindent 4 }}
+    {{- include "gpupolicy.matchConditions" (dict "root" . "paths" $podPaths "specChanged" true "scheduling" true) | nindent 4 }}
     {{- end }}
   # `kubectl debug` adds containers through the pods/ephemeralcontainers subresource, which
   # the rule above does not cover: without this a debug container with

@@ -1,0 +1,37 @@
+"""priority-class-unknown: a pod may name only a PriorityClass the cluster defines. The API
+server's Priority admission plugin refuses a pod that names another, in these words: `no
+PriorityClass with name <name> was found`; a workload's pod template that names one gets no
+pod at all (its controller's create is refused, over and over).
+
+Judged where the cluster's PriorityClasses are known (an inventory that lists them, or a live
+cluster); the API server's own system-node-critical and system-cluster-critical always are.
+A pod the API server already holds (an audited pod) is not judged again. A class a policy
+injects is never named unless it is defined: injection leaves it out and says why.
+
+FAIL (PriorityClasses listed: gpu-batch): `priorityClassName: gpu-batchh`
+PASS: `priorityClassName: gpu-batch`; `priorityClassName: system-cluster-critical`;
+  no priorityClassName; any name when no PriorityClass was listed
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from policies.context import Context
+from policies.decision import Finding
+from policies.model import GPUPolicy
+from policies.view import PodView
+
+ID = "priority-class-unknown"
+INTRINSIC = True
+
+
+def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
+    api = context.api
+    if api is None or api.priority_classes is None or view.admitted \
+            or "priorityClassName" not in view.pod_fields:
+        return
+    name = view.spec.get("priorityClassName")
+    if isinstance(name, str) and name and not api.defines(name):
+        yield Finding(ID, f"no PriorityClass with name {name} was found",
+                      view.at("priorityClassName"))
