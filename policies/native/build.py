@@ -95,6 +95,11 @@ class PolicyExport:
     notes: list[Note] = field(default_factory=list)
     objects: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
+    def injects_all(self) -> bool:
+        """Everything the policy injects is in its patches (or it injects nothing)."""
+        return not any(n.rule == "inject" for n in self.notes)
+
 
 @dataclass
 class Export:
@@ -186,6 +191,10 @@ def _policy(policy: GPUPolicy, kinds: tuple[WorkloadKind, ...],
     elif _injects(policy):
         found.notes.append(Note(policy.name, "spec.inject", "inject",
                                 "no mutating admission policy asked for (--map-version none)"))
+    if policy.spec.rules.allowed_models is not None:
+        found.notes.append(Note(policy.name, "spec.rules.allowedModels", "inject",
+                                "the node affinity it injects (each allowed model's product "
+                                "label spellings) is the webhook's"))
     wanted = [r for r, setting in SETTINGS.items() if setting(policy)]
     wanted += [r for r in checks.FACT_TRANSLATORS if not native_reason(r)]
     for rule_id in wanted:

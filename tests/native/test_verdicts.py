@@ -6,11 +6,13 @@ and must give the engine's verdict, the same rules, and the same object after mu
 A row is eligible when the API server's schema takes the object, the engine's decision is the same without an inventory or claims (the
 native policies see only the object and its namespace), every violation is of a rule exported
 for its policy, the object's kind is matched natively, it is not a ResourceClaim judged on
-its own, and it names no DeviceClass-served resource (DRA demand is counted by the webhook).
+its own, and it names no DeviceClass-served resource (DRA demand is counted by the webhook)
+nor, for the GPU-count rules, a share of a GPU (the webhook counts it as its devices).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
@@ -20,14 +22,21 @@ import pytest
 from policies.context import Context
 from policies.engine import is_claim, review
 from policies.native.build import Export, export
-from policies.resources import DEVICE_CLASS_PREFIX
+from policies.resources import (
+    DEVICE_CLASS_PREFIX,
+    KAI_DEVICES,
+    KAI_FRACTION,
+    KAI_MEMORY,
+    SHARED_FAMILIES,
+    classify,
+)
 from policies.workloads import WORKLOAD_KINDS
 from tests.engine.casetable import Case, context_for, load_cases
 from tests.native.harness import admit
 
 CASES = load_cases()
 # The fewest eligible rows: fewer means the export (or this filter) lost its reach.
-MIN_ELIGIBLE = 165
+MIN_ELIGIBLE = 185
 
 
 @cache
@@ -38,6 +47,29 @@ def _exported(names: tuple[str, ...]) -> Export:
 def _names_dra(obj: Any) -> bool:
     text = repr(obj)
     return DEVICE_CLASS_PREFIX in text
+
+
+def _keys(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(key, str):
+                yield key
+            yield from _keys(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _keys(item)
+
+
+def _shares(obj: Any) -> bool:
+    """The object asks for a share of a GPU (KAI annotations, a sharing family's resource),
+    which the engine counts as the devices it sits on: the webhook's count, not the native
+    policies' (they count whole devices)."""
+    for key in _keys(obj):
+        found = classify(key)
+        if key in (KAI_FRACTION, KAI_MEMORY, KAI_DEVICES) or (
+                found is not None and found.family in SHARED_FAMILIES):
+            return True
+    return False
 
 
 def refused_by_schema(obj: Any) -> bool:
@@ -78,6 +110,8 @@ def why_not(case: Case) -> str:
         return "a claim judged on its own"
     if rules and _names_dra(case.object):
         return "DRA demand"
+    if rules & {"gpu-max-per-pod", "gpu-max-per-container"} and _shares(case.object):
+        return "GPU shares counted as devices"
     if kind is not None and kind not in exported.kinds and rules:
         return "a kind left to the webhook"
     return ""
@@ -102,9 +136,9 @@ def test_native_verdict_is_the_engines(case: Case) -> None:
     assert (verdict.allowed, verdict.rules) == \
         (decision.allowed, {v.rule for v in decision.violations}), verdict.messages
     governing = context.governing(case.namespace)
-    injected = {pe.policy.name for pe in exported.policies if pe.patches}
-    if all(p.name in injected or not p.spec.inject.model_dump(exclude_defaults=True)
-           for p in governing) and WORKLOAD_KINDS.find(case.object) in exported.mutated_kinds:
+    injected = {pe.policy.name for pe in exported.policies if pe.injects_all}
+    if all(p.name in injected for p in governing) \
+            and WORKLOAD_KINDS.find(case.object) in exported.mutated_kinds:
         assert verdict.mutated == decision.mutated
 
 
