@@ -127,6 +127,11 @@ CASES = [
     ("a selector that uses the strings extension",
      {"claims.yaml": CLASS + "---\n" + TEMPLATE_AND_POD.replace(".type ==", ".type.lowerAscii() ==")},
      ["lint", "claims.yaml"], (*CEL, *CEL_EXTENSIONS), ()),
+    # export compiles every expression it writes (the cost limit): CEL, never the allocator
+    ("export --help, which compiles nothing", {}, ["export", "--help"], (),
+     (*CEL, "policies.native.build", "pydantic")),
+    ("export of the bundled policies", {}, ["export"], (*CEL, "policies.native.build"),
+     (*ALLOCATOR, "kubernetes")),
     ("claim against an inventory with devices",
      {"claims.yaml": TEMPLATE_AND_POD, "inventory.yaml": INVENTORY},
      ["lint", "--inventory", "inventory.yaml", "claims.yaml"], (*CEL, *ALLOCATOR, *OBJECT_MODEL), ()),

@@ -34,6 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "test": ("webhook.commands.test", "run GPUPolicyTest suites: expected verdicts per resource"),
     "rules": ("webhook.commands.rules", "list the rules, or describe one with its examples"),
     "schema": ("webhook.commands.schema", "print the GPUPolicy JSON schema or CRD"),
+    "export": ("webhook.commands.export",
+               "the policies as ValidatingAdmissionPolicies and MutatingAdmissionPolicies"),
     "certs": ("webhook.commands.certs", "generate a CA and serving certificate"),
     "completion": ("webhook.commands.completion", "print a shell completion script (bash, zsh)"),
 }

@@ -82,16 +82,16 @@ def _compare(a: Any, b: Any) -> int:
     raise CelError("no such overload: a quantity compared with a semver")
 
 
-def _quantity(text: str) -> dict[str, str]:
+def _quantity(text: str, parse: Callable[[str], Number] = bounded_quantity) -> dict[str, str]:
     try:
-        return _quantity_value(bounded_quantity(text))
+        return _quantity_value(parse(text))
     except QuantityError as exc:
         raise CelError(f"invalid quantity {text[:64]!r}") from exc
 
 
-def _is_quantity(text: str) -> bool:
+def _is_quantity(text: str, parse: Callable[[str], Number] = bounded_quantity) -> bool:
     try:
-        bounded_quantity(text)
+        parse(text)
     except QuantityError:
         return False
     return True
@@ -128,7 +128,11 @@ def _part(index: int) -> Callable[[Any], int]:
     return get
 
 
-def _env(extended: bool) -> Any:
+def _env(extended: bool, variables: tuple[str, ...] = ("device",),
+         more: tuple[Any, ...] = (), parse: Callable[[str], Number] = bounded_quantity) -> Any:
+    """The environment; `variables` (all dyn), `more` functions and the quantity parser
+    (`parse`: a pod's quantities are read as the engine reads them, exponents wrapping as in
+    the apiserver) for other uses than DRA selectors (policies/native/evaluate.py)."""
     t = cel.Type
     box = t.Map(t.STRING, t.DYN)
 
@@ -144,8 +148,8 @@ def _env(extended: bool) -> Any:
         return fn(name, ret, [box, *(extra or [])], impl, member=True)
 
     functions = [
-        fn("quantity", box, [t.STRING], _quantity),
-        fn("isQuantity", t.BOOL, [t.STRING], _is_quantity),
+        fn("quantity", box, [t.STRING], lambda text: _quantity(text, parse)),
+        fn("isQuantity", t.BOOL, [t.STRING], lambda text: _is_quantity(text, parse)),
         cel.FunctionDecl("semver", [
             cel.Overload("k8s_semver_string", box, [t.STRING], impl=_safe(_semver)),
             cel.Overload("k8s_semver_string_bool", box, [t.STRING, t.BOOL],
@@ -192,9 +196,9 @@ def _env(extended: bool) -> Any:
                       ext_optional.ExtOptional()]
     return cel.NewEnv(
         config=config,
-        variables={"device": t.DYN},
+        variables=dict.fromkeys(variables, t.DYN),
         extensions=extensions,
-        functions=[*functions, *cel_library.functions()],
+        functions=[*functions, *cel_library.functions(), *more],
     )
 
 

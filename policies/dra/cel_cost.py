@@ -4,11 +4,13 @@ and the scheduler would stop the evaluation at the same limit. We refuse it befo
 so a hostile selector (nested loops over literal lists) costs its size, not its loops.
 
 The model follows cel-go's estimator in its large terms: one unit per identifier, field,
-index and call; 10 per list literal and 30 per map literal; a comprehension costs its range,
-its init, its result and, per element, its condition and step. Element counts: a literal's
-length; a device's attribute or capacity maps the apiserver's limits (objects.py); anything
-else `UNKNOWN_SIZE`. Exact cost units are not claimed, only which side of the limit an
-expression falls (tests/dra/upstream/cel.yaml holds the apiserver's own figures).
+index and call; a conditional costs its test and the dearer of its branches; 10 per list
+literal and 30 per map literal; a comprehension costs its range, its init, its result and,
+per element, its condition and step. Element counts: a literal's length; a device's
+attribute or capacity maps the apiserver's limits (objects.py); anything else
+`UNKNOWN_SIZE` (or the caller's bound: policies/native holds admission policies to one).
+Exact cost units are not claimed, only which side of the limit an expression falls
+(tests/dra/upstream/cel.yaml holds the apiserver's own figures).
 
 The checked AST comes from cel-cpp's serialized CheckedExpr (protobuf wire format, read
 here field by field: the proto classes are not shipped with cel-expr-python).
@@ -135,8 +137,9 @@ _STRING_CALLS = frozenset({"contains", "startsWith", "endsWith", "lowerAscii", "
 _FREE = frozenset({"_&&_", "_||_", "_?_:_"})
 
 
-def _size(node: Node) -> int:
-    """How many elements a comprehension over `node` may see."""
+def _size(node: Node, unknown: int = UNKNOWN_SIZE) -> int:
+    """How many elements a comprehension over `node` may see (`unknown`: a list or map whose
+    size nothing here bounds)."""
     if node.kind == "list":
         return len(node.children)
     if node.kind == "struct":
@@ -149,8 +152,8 @@ def _size(node: Node) -> int:
         return MAX_DOMAINS
     if node.kind == "select" and node.children and node.children[0].kind == "call" \
             and node.children[0].name == "_[_]":
-        return UNKNOWN_SIZE  # a list-typed attribute
-    return UNKNOWN_SIZE
+        return unknown  # a list-typed attribute
+    return unknown
 
 
 def _is_map(node: Node) -> bool:
@@ -170,26 +173,31 @@ def _string_size(node: Node) -> int:
     return STRING_SIZE
 
 
-def estimate(node: Node) -> int:
-    """The worst-case cost of `node`, in cel-go's units (see the module docstring)."""
+def estimate(node: Node, unknown: int = UNKNOWN_SIZE) -> int:
+    """The worst-case cost of `node`, in cel-go's units (see the module docstring); a list or
+    map nothing bounds is taken to hold `unknown` elements."""
     if node.kind == "const":
         return 0
     if node.kind == "ident":
         return 1
     if node.kind == "select":
-        below = sum(estimate(c) for c in node.children)
+        below = sum(estimate(c, unknown) for c in node.children)
         return below if node.test_only else below + 1
     if node.kind == "list":
-        return 10 + sum(estimate(c) for c in node.children)
+        return 10 + sum(estimate(c, unknown) for c in node.children)
     if node.kind == "struct":
-        return 30 + sum(estimate(c) for e in node.children for c in e.children)
+        return 30 + sum(estimate(c, unknown) for e in node.children for c in e.children)
     if node.kind == "comprehension":
         loop = node.loop
-        per = sum(estimate(loop[k]) for k in ("condition", "step") if k in loop)
-        fixed = sum(estimate(loop[k]) for k in ("range", "init", "result") if k in loop)
-        return fixed + _size(loop["range"]) * per if "range" in loop else fixed
+        per = sum(estimate(loop[k], unknown) for k in ("condition", "step") if k in loop)
+        fixed = sum(estimate(loop[k], unknown) for k in ("range", "init", "result") if k in loop)
+        return fixed + _size(loop["range"], unknown) * per if "range" in loop else fixed
     if node.kind == "call":
-        below = sum(estimate(c) for c in node.children)
+        if node.name == "_?_:_" and len(node.children) == 3:
+            # one branch runs: the worst of the two (cel-go's conditional estimate)
+            test, *branches = (estimate(c, unknown) for c in node.children)
+            return test + max(branches)
+        below = sum(estimate(c, unknown) for c in node.children)
         if node.name in _FREE:
             return below
         if node.name == "matches" and len(node.children) == 2:
@@ -202,13 +210,13 @@ def estimate(node: Node) -> int:
             return below + 1  # a map lookup
         if node.name in ("@in", "includes", "sort", "distinct", "flatten", "isSorted", "sum",
                          "min", "max", "sets.contains", "sets.intersects", "sets.equivalent"):
-            return below + 1 + max((_size(c) for c in node.children), default=0)
+            return below + 1 + max((_size(c, unknown) for c in node.children), default=0)
         return below + 1
     return 0
 
 
-def cost(serialized: bytes) -> int:
-    return estimate(checked_ast(serialized))
+def cost(serialized: bytes, unknown: int = UNKNOWN_SIZE) -> int:
+    return estimate(checked_ast(serialized), unknown)
 
 
 def _attribute_value(node: Node) -> bool:

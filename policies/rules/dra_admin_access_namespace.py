@@ -39,6 +39,7 @@ EXAMPLES = """
         requests:
         - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}
 """
+NATIVE = "It reads ResourceClaims, which the pod only names: the claims are inventory."
 LABEL = "resource.kubernetes.io/admin-access"
 
 

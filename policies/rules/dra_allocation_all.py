@@ -39,6 +39,7 @@ EXAMPLES = """
         requests:
         - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 8}}
 """
+NATIVE = "It counts the devices of the cluster's ResourceSlices (inventory)."
 
 
 def check_claim(view: ClaimView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

@@ -51,6 +51,7 @@ EXAMPLES = """
         requests:
         - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 8}}
 """
+NATIVE = "The API server's own validation of resource.k8s.io refuses such a claim."
 _SOURCES = ("resourceClaimName", "resourceClaimTemplateName")
 
 

@@ -64,6 +64,7 @@ EXAMPLES = """
           containers:
           - {name: main, image: "server:1", resources: {claims: [{name: gpu}]}}
 """
+NATIVE = "It reads the ResourceClaim a workload names, which is inventory."
 FAMILIES = frozenset({"dra"})
 
 

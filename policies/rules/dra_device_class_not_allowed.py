@@ -20,6 +20,7 @@ from policies.view import ClaimView, PodView
 
 ID = "dra-device-class-not-allowed"
 INTRINSIC = False
+NATIVE = "A pod's classes are in the ResourceClaims it names (inventory); claims not translated."
 
 EXAMPLES = """
 - FAIL: whole GPUs where only MIG devices are allowed

@@ -95,6 +95,7 @@ EXAMPLES = """
         requests:
         - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 1}}
 """
+NATIVE = "It looks the class up among the cluster's DeviceClasses (inventory)."
 FAMILIES = frozenset({"dra"})
 WAITS = ("until it is created, the scheduler cannot allocate the claim and pods using it stay "
          "Pending")

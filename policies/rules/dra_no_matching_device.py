@@ -96,6 +96,7 @@ EXAMPLES = """
         requests:
         - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 1}}
 """
+NATIVE = "It matches requests against the cluster's devices (inventory)."
 FAMILIES = frozenset({"dra"})
 SHOWN = 3
 

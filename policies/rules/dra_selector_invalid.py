@@ -20,6 +20,7 @@ from policies.view import ClaimView
 
 ID = "dra-selector-invalid"
 INTRINSIC = True
+NATIVE = "The API server compiles DRA selectors itself and refuses a bad one."
 
 EXAMPLES = """
 - FAIL: a CEL selector with no right-hand side

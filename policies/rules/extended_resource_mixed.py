@@ -18,6 +18,7 @@ from policies.context import Context
 ID = "extended-resource-mixed"
 INTRINSIC = True
 SEVERITY = "warning"  # its ClusterFindings are warnings
+NATIVE = "A cluster-wide rule over nodes and running pods (the audit's)."
 SCOPE = "cluster"
 
 EXAMPLES = """

@@ -16,6 +16,7 @@ from policies.context import Context
 ID = "extended-resource-served-twice"
 INTRINSIC = True
 SEVERITY = "warning"  # its ClusterFindings are warnings
+NATIVE = "A cluster-wide rule over nodes and DeviceClasses (the audit's)."
 SCOPE = "cluster"
 
 EXAMPLES = """

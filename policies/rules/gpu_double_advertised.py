@@ -19,6 +19,7 @@ from policies.resources import classify
 
 ID = "gpu-double-advertised"
 INTRINSIC = True
+NATIVE = "A cluster-wide rule over nodes (the audit's)."
 SCOPE = "cluster"
 
 EXAMPLES = """

@@ -20,6 +20,7 @@ from policies.view import PodView
 
 ID = "gpu-fraction-annotation"
 INTRINSIC = True
+NATIVE = "Not translated yet: KAI annotation checks (a fact the webhook reports)."
 
 EXAMPLES = """
 - FAIL: a GPU fraction over one

@@ -24,6 +24,7 @@ from policies.view import PodView
 
 ID = "gpu-max-per-container"
 INTRINSIC = False
+NATIVE = ""
 
 EXAMPLES = """
 - FAIL: eight GPUs in one container, over maxGPUsPerContainer 4

@@ -30,6 +30,7 @@ from policies.view import ClaimView, PodView
 
 ID = "gpu-max-per-pod"
 INTRINSIC = False
+NATIVE = ""
 
 EXAMPLES = """
 - FAIL: two containers of six GPUs each, over maxGPUsPerPod 8

@@ -26,6 +26,7 @@ from policies.view import ClaimView, PodView
 
 ID = "gpu-model-not-allowed"
 INTRINSIC = False
+NATIVE = ""
 
 EXAMPLES = """
 - FAIL: a pod pinned to H100 where only A100 is allowed

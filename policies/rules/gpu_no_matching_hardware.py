@@ -41,6 +41,7 @@ from policies.view import PodView
 
 ID = "gpu-no-matching-hardware"
 INTRINSIC = False
+NATIVE = "It needs the node inventory."
 
 EXAMPLES = """
 - FAIL: eight GPUs in a cluster whose GPU nodes have four

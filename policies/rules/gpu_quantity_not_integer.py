@@ -45,6 +45,7 @@ EXAMPLES = """
         image: "trainer:1"
         resources: {limits: {nvidia.com/gpu: 1}}
 """
+NATIVE = "The API server refuses a non-integer extended resource in a pod itself."
 HINT = ("for a share of a GPU use a MIG profile, HAMi nvidia.com/gpumem / nvidia.com/gpucores, "
         "or a memory unit (aliyun.com/gpu-mem is in GiB)")
 

@@ -17,6 +17,7 @@ from policies.view import PodView
 
 ID = "gpu-request-limit-mismatch"
 INTRINSIC = True
+NATIVE = "The API server refuses requests unequal to limits for extended resources itself."
 
 EXAMPLES = """
 - FAIL: a GPU request below its limit

@@ -18,6 +18,7 @@ from policies.view import PodView
 
 ID = "gpu-request-without-limit"
 INTRINSIC = True
+NATIVE = "The API server refuses an extended resource request without a limit itself."
 
 EXAMPLES = """
 - FAIL: a GPU request with no limit (no policy injects one)

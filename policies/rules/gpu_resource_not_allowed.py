@@ -16,6 +16,7 @@ from policies.view import PodView
 
 ID = "gpu-resource-not-allowed"
 INTRINSIC = False
+NATIVE = ""
 
 EXAMPLES = """
 - FAIL: a MIG slice where only whole GPUs are allowed

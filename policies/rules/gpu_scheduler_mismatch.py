@@ -44,6 +44,7 @@ EXAMPLES = """
         image: "trainer:1"
         resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 4000}}
 """
+NATIVE = "Not translated yet: scheduler and sharing-family pairing (a fact the webhook reports)."
 FAMILIES = frozenset({"hami", "volcano-vgpu"})
 HAMI_SCHEDULERS = frozenset({"", "default-scheduler", "hami-scheduler"})
 

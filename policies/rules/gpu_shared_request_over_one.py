@@ -43,6 +43,7 @@ EXAMPLES = """
         image: "trainer:1"
         resources: {limits: {nvidia.com/gpu.shared: 1}}
 """
+NATIVE = "Not translated yet: shared-GPU count facts stay in the webhook."
 NAME = "nvidia.com/gpu.shared"
 
 

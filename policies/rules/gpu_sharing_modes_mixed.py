@@ -38,6 +38,7 @@ EXAMPLES = """
       - {name: a, image: "trainer:1", resources: {limits: {nvidia.com/gpu: 1}}}
       - {name: b, image: "trainer:1", resources: {limits: {nvidia.com/gpu: 1}}}
 """
+NATIVE = ""
 _NAMES = {
     "gpushare": "gpushare/cGPU (aliyun.com/*)",
     "hami": "HAMi (nvidia.com/gpumem, gpucores)",

@@ -40,6 +40,7 @@ EXAMPLES = """
         image: "trainer:1"
         resources: {limits: {nvidia.com/gpu: 1}}
 """
+NATIVE = "Advice (a warning): one binding has one action for all its validations."
 _HIDDEN = {"none", "void", ""}
 
 

@@ -46,6 +46,7 @@ EXAMPLES = """
         image: "trainer:1"
         resources: {limits: {aliyun.com/gpu-mem: 24}}
 """
+NATIVE = "Not translated yet: gpushare's count resource (a fact the webhook reports)."
 FAMILIES = frozenset({"gpushare"})
 
 

@@ -46,6 +46,7 @@ EXAMPLES = """
         image: "trainer:1"
         resources: {limits: {nvidia.com/mig-3g.40gb: 2}}
 """
+NATIVE = "It needs the MIG geometry of the cluster's nodes (inventory)."
 FAMILIES = frozenset({"mig"})
 
 

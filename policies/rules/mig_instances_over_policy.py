@@ -44,6 +44,7 @@ EXAMPLES = """
       - {name: c0, image: "trainer:1", resources: {limits: {nvidia.com/mig-1g.10gb: 1}}}
       - {name: c1, image: "trainer:1", resources: {limits: {nvidia.com/mig-1g.10gb: 1}}}
 """
+NATIVE = "Not translated: the per-pod sum over every MIG resource name."
 FAMILIES = frozenset({"mig"})
 
 

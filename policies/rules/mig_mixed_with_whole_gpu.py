@@ -43,6 +43,7 @@ EXAMPLES = """
         image: "trainer:1"
         resources: {limits: {nvidia.com/mig-1g.10gb: 1}}
 """
+NATIVE = "Whether a node runs both depends on the inventory's MIG strategy."
 FAMILIES = frozenset({"mig"})
 
 

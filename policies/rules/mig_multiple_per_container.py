@@ -42,6 +42,7 @@ EXAMPLES = """
         image: "trainer:1"
         resources: {limits: {nvidia.com/mig-1g.10gb: 1}}
 """
+NATIVE = "Advice (a warning): one binding has one action for all its validations."
 FAMILIES = frozenset({"mig"})
 
 

@@ -46,6 +46,7 @@ EXAMPLES = """
         image: "trainer:1"
         resources: {limits: {nvidia.com/mig-1g.10gb: 1}}
 """
+NATIVE = ""
 FAMILIES = frozenset({"mig"})
 
 

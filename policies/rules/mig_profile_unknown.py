@@ -39,6 +39,7 @@ EXAMPLES = """
       containers:
       - {name: main, image: server:1, resources: {limits: {nvidia.com/mig-1g.18gb: 1}}}
 """
+NATIVE = "It reads the GPU catalog's MIG profiles (data the webhook carries)."
 FAMILIES = frozenset({"mig"})
 
 

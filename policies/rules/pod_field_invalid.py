@@ -21,6 +21,7 @@ from policies.view import PodView
 
 ID = "pod-field-invalid"
 INTRINSIC = True
+NATIVE = "The API server's own pod validation refuses a malformed field."
 
 EXAMPLES = """
 - FAIL: a GPU pod whose nodeSelector is a string

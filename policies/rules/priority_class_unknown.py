@@ -24,6 +24,7 @@ from policies.view import PodView
 
 ID = "priority-class-unknown"
 INTRINSIC = True
+NATIVE = "It needs the cluster's PriorityClasses (inventory); the API server refuses it itself."
 
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:

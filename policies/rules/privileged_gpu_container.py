@@ -17,6 +17,7 @@ from policies.view import PodView
 
 ID = "privileged-gpu-container"
 INTRINSIC = False
+NATIVE = ""
 
 EXAMPLES = """
 - FAIL: a privileged container in a GPU pod

@@ -38,6 +38,7 @@ from policies.view import PodView
 
 ID = "resource-quota-exceeded"
 INTRINSIC = True
+NATIVE = "It needs the namespace's ResourceQuotas (inventory); the API server refuses it itself."
 PREFIX = "requests."
 
 

@@ -41,6 +41,7 @@ EXAMPLES = """
         image: "trainer:1"
         resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpucores: 50}}
 """
+NATIVE = "Not translated yet: shared-core percentages (a fact the webhook reports)."
 FAMILIES = SHARED_FAMILIES
 PERCENT = ("nvidia.com/gpucores", "nvidia.com/gpumem-percentage",
            "volcano.sh/vgpu-cores", "volcano.sh/vgpu-memory-percentage")

@@ -84,6 +84,7 @@ EXAMPLES = """
       containers: [{name: main, image: "server:1", resources: {limits: {aliyun.com/gpu-mem: 4}}}]
     status: {phase: Running}
 """
+NATIVE = "It counts the running pods that share a node's GPU (the audit's)."
 SCOPE = "cluster"
 
 

@@ -47,6 +47,7 @@ EXAMPLES = """
         image: "trainer:1"
         resources: {limits: {aliyun.com/gpu-mem: 16}}
 """
+NATIVE = "It compares with the GPU catalog's memory sizes (data the webhook carries)."
 FAMILIES = SHARED_FAMILIES
 
 

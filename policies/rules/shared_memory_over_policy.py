@@ -46,6 +46,7 @@ EXAMPLES = """
         image: "trainer:1"
         resources: {limits: {aliyun.com/gpu-mem: 8}}
 """
+NATIVE = ""
 FAMILIES = SHARED_FAMILIES
 TO_GIB = {
     "aliyun.com/gpu-mem": Fraction(1),

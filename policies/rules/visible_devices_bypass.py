@@ -45,6 +45,7 @@ EXAMPLES = """
         image: nvidia/cuda:12.4.1-base-ubuntu22.04
         env: [{name: NVIDIA_VISIBLE_DEVICES, value: none}]
 """
+NATIVE = ""
 NAME = "NVIDIA_VISIBLE_DEVICES"
 NO_DEVICES = frozenset({"none", "void", ""})
 

@@ -2,8 +2,10 @@
 
 Two pieces of the chart are copies of what `gpupolicy schema` derives from policies/model.py:
 the CRD (files/crd-gpupolicies.yaml) and the GPUPolicy definitions under `$defs` in
-values.schema.json (so a typo inside `values.policies` fails `helm install`, not the server).
-Tests compare them; `python -m tests.chart.schema_sync` rewrites them.
+values.schema.json (so a typo inside `values.policies` fails `helm install`, not the server);
+a third is `gpupolicy export` of the bundled policies (files/native-policies.yaml, with the
+release namespace left for the template to fill in). Tests compare them;
+`python -m tests.chart.schema_sync` rewrites them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from webhook import cli
 CHART = Path(__file__).resolve().parents[2] / "charts" / "gpupolicy"
 CRD_FILE = CHART / "files" / "crd-gpupolicies.yaml"
 VALUES_SCHEMA = CHART / "values.schema.json"
+NATIVE_FILE = CHART / "files" / "native-policies.yaml"
+RELEASE_PLACEHOLDER = "__RELEASE_NAMESPACE__"
 
 
 @functools.cache
@@ -29,6 +33,15 @@ def schema_output(fmt: str) -> str:
     code = cli.run(["schema", "--format", fmt], out, err)
     if code != 0:
         raise RuntimeError(f"gpupolicy schema --format {fmt} exited {code}: {err.getvalue()}")
+    return out.getvalue()
+
+
+def native_output() -> str:
+    """`gpupolicy export` of the bundled policies, as the chart ships it."""
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.run(["export", "--release-namespace", RELEASE_PLACEHOLDER], out, err)
+    if code != 0:
+        raise RuntimeError(f"gpupolicy export exited {code}: {err.getvalue()}")
     return out.getvalue()
 
 
@@ -42,7 +55,8 @@ def main() -> int:
     schema = json.loads(VALUES_SCHEMA.read_text(encoding="utf-8"))
     schema["$defs"] = policy_defs()
     VALUES_SCHEMA.write_text(json.dumps(schema, indent=2) + "\n", encoding="utf-8")
-    sys.stdout.write(f"wrote {CRD_FILE} and the $defs of {VALUES_SCHEMA}\n")
+    NATIVE_FILE.write_text(native_output(), encoding="utf-8")
+    sys.stdout.write(f"wrote {CRD_FILE}, {NATIVE_FILE} and the $defs of {VALUES_SCHEMA}\n")
     return 0
 
 

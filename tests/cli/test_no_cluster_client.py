@@ -61,6 +61,8 @@ OFFLINE = [
     ("schema", ["schema"], {0}),
     ("rules", ["rules"], {0}),
     ("rules-one", ["rules", "cuda-driver-too-old"], {0}),
+    ("export", ["export"], {0}),
+    ("export-help", ["export", "--help"], {0}),
     ("test", ["test", "policies/defaults-tests/suite.yaml"], {0}),
     ("completion", ["completion", "bash"], {0}),
     ("serve-help", ["serve", "--help"], {0}),
