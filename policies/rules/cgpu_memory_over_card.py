@@ -17,6 +17,7 @@ from policies.context import Context
 
 ID = "cgpu-memory-over-card"
 INTRINSIC = True
+NATIVE = "It sums the shares placed on each card of the cluster's nodes (audit)."
 SCOPE = "cluster"
 
 

@@ -17,6 +17,7 @@ from policies.context import Context
 
 ID = "cgpu-pods-over-limit"
 INTRINSIC = True
+NATIVE = "It counts the pods placed on each GPU of the cluster's nodes (audit)."
 SCOPE = "cluster"
 
 

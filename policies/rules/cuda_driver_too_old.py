@@ -29,6 +29,7 @@ from policies.view import PodView
 
 ID = "cuda-driver-too-old"
 INTRINSIC = True
+NATIVE = "It needs the driver labels of the nodes the pod can reach (inventory)."
 CATEGORY = "compatibility"
 
 _NODES = """\

@@ -22,6 +22,7 @@ from policies.selectors import node_selector_matches, untolerated
 
 ID = "gpu-daemonset-untolerated"
 INTRINSIC = False
+NATIVE = "It compares a DaemonSet's tolerations with the GPU nodes' taints (inventory)."
 SCOPE = "cluster"
 DAEMON_TOLERATIONS = tuple({"key": k, "operator": "Exists"} for k in (
     "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",

@@ -22,6 +22,7 @@ from policies.view import PodView
 
 ID = "gpu-mixed-architectures"
 INTRINSIC = True
+NATIVE = "It needs the architectures of the GPU pools the pod can reach (inventory)."
 SEVERITY = "warning"
 CATEGORY = "scheduling"
 

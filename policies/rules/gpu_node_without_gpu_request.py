@@ -35,6 +35,7 @@ from policies.view import PodView
 
 ID = "gpu-node-without-gpu-request"
 INTRINSIC = True
+NATIVE = "Advice (a warning) that needs the GPU nodes' labels and taints (inventory)."
 SEVERITY = "warning"
 CATEGORY = "scheduling"
 

@@ -22,6 +22,7 @@ from policies.view import PodView
 
 ID = "gpu-pod-pinned-to-host"
 INTRINSIC = True
+NATIVE = "Advice (a warning): one binding has one action for all its validations."
 SEVERITY = "warning"
 CATEGORY = "scheduling"
 

@@ -24,6 +24,7 @@ from policies.view import PodView
 
 ID = "gpu-qos-not-guaranteed"
 INTRINSIC = False
+NATIVE = "Not translated yet: the pod's QoS class from every container's requests and limits."
 CATEGORY = "scheduling"
 
 _POD = """\

@@ -23,6 +23,7 @@ from policies.view import PodView
 
 ID = "gpu-share-whole-card"
 INTRINSIC = True
+NATIVE = "It needs the card memory of the pools the pod can reach (inventory)."
 SEVERITY = "warning"
 CATEGORY = "sharing"
 FAMILIES = SHARED_FAMILIES

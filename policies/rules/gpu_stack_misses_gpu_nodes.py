@@ -28,6 +28,7 @@ from policies.view import PodView
 
 ID = "gpu-stack-misses-gpu-nodes"
 INTRINSIC = True
+NATIVE = "It needs the GPU nodes' taints, labels and architectures (inventory)."
 SEVERITY = "warning"
 CATEGORY = "gpu-stack"
 

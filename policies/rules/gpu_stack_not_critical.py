@@ -24,6 +24,7 @@ from policies.view import PodView
 
 ID = "gpu-stack-not-critical"
 INTRINSIC = True
+NATIVE = "Advice (a warning): one binding has one action for all its validations."
 SEVERITY = "warning"
 CATEGORY = "gpu-stack"
 CRITICAL = "system-node-critical"

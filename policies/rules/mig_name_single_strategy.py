@@ -22,6 +22,7 @@ from policies.view import PodView
 
 ID = "mig-name-single-strategy"
 INTRINSIC = True
+NATIVE = "It needs the MIG strategy the nodes serve (inventory)."
 SEVERITY = "warning"
 CATEGORY = "mig"
 FAMILIES = frozenset({"mig"})

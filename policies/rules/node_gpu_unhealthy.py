@@ -17,6 +17,7 @@ from policies.rules._nodes import gpu_nodes
 
 ID = "node-gpu-unhealthy"
 INTRINSIC = True
+NATIVE = "It judges the cluster's nodes, not an object being admitted (audit)."
 SCOPE = "cluster"
 
 

@@ -19,6 +19,7 @@ from policies.rules._nodes import gpu_nodes
 
 ID = "node-gpus-not-advertised"
 INTRINSIC = True
+NATIVE = "It judges the cluster's nodes, not an object being admitted (audit)."
 SCOPE = "cluster"
 
 

@@ -19,6 +19,7 @@ from policies.rules._nodes import gpu_nodes
 
 ID = "node-no-system-reserved"
 INTRINSIC = False
+NATIVE = "It judges the cluster's nodes, not an object being admitted (audit)."
 SCOPE = "cluster"
 EVICTION = 100 * 2**20  # kubelet's default evictionHard memory.available, bytes
 

@@ -19,6 +19,7 @@ from policies.rules._nodes import by_pool
 
 ID = "node-pool-taint-missing"
 INTRINSIC = False
+NATIVE = "It judges the cluster's nodes, not an object being admitted (audit)."
 SCOPE = "cluster"
 EXCLUSIVE = ("NoSchedule", "NoExecute")
 

@@ -17,6 +17,7 @@ from policies.rules._nodes import by_pool, majority
 
 ID = "node-version-drift"
 INTRINSIC = False
+NATIVE = "It judges the cluster's nodes, not an object being admitted (audit)."
 SCOPE = "cluster"
 WHAT = (("driver", "driver"), ("cuda", "CUDA"), ("os_image", "OS image"),
         ("runtime", "runtime"))

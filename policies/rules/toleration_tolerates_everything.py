@@ -19,6 +19,7 @@ from policies.view import PodView
 
 ID = "toleration-tolerates-everything"
 INTRINSIC = True
+NATIVE = "Advice (a warning): one binding has one action for all its validations."
 SEVERITY = "warning"
 CATEGORY = "scheduling"
 

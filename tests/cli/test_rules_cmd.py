@@ -38,8 +38,6 @@ def test_describe_shows_the_pass_and_fail_examples() -> None:
 
 
 def test_native_is_shown_when_rules_say_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    code, out, _ = _run()
-    assert code == 0 and " VAP " not in out.splitlines()[0]
     monkeypatch.setattr(privileged_gpu_container, "NATIVE", "", raising=False)
     monkeypatch.setattr(gpu_no_matching_hardware, "NATIVE", "needs the node inventory",
                         raising=False)
