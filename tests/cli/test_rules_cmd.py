@@ -43,8 +43,9 @@ def test_native_is_shown_when_rules_say_it(monkeypatch: pytest.MonkeyPatch) -> N
                         raising=False)
     code, out, _ = _run()
     rows = {line.split()[0]: line for line in out.splitlines()}
-    assert "VAP" in rows["ID"]
+    assert code == 0 and "VAP" in rows["ID"]
     assert "  native  " in rows["privileged-gpu-container"]
     assert "  webhook  " in rows["gpu-no-matching-hardware"]
     code, out, _ = _run("gpu-no-matching-hardware")
+    assert code == 0
     assert "stays in the webhook: needs the node inventory" in out
