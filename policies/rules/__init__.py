@@ -27,9 +27,12 @@ rule's id, a PASS example must not. Each item has exactly one of `FAIL: <what it
     policy:     the spec of the one GPUPolicy in force (it governs every namespace unless it
                 says otherwise); absent: the bundled default policy
     nodes:      the inventory, as `kubectl get nodes,resourceslices,deviceclasses -o yaml`
-                items (Node objects; DRA objects too); absent: no inventory
-    pods:       cluster-scope rules: the running pods the audit feeds to the ClusterView
-                (their findings are what the example is judged by; `object` is then unused)
+                items (Node objects; DRA objects; PriorityClasses, RuntimeClasses and
+                ResourceQuotas too); absent: no inventory. The Node objects are also what
+                the node facts (cluster scope) read
+    pods:       cluster-scope rules: the running pods (and the GPU stack's DaemonSets) the
+                audit feeds to the ClusterView (their findings are what the example is judged
+                by; `object` is then unused)
     namespace:  the namespace reviewed in (default: the object's own, else `default`)
 
 For example:

@@ -29,6 +29,46 @@ DAEMON_TOLERATIONS = tuple({"key": k, "operator": "Exists"} for k in (
     "node.kubernetes.io/pid-pressure", "node.kubernetes.io/unschedulable",
     "node.kubernetes.io/network-unavailable"))
 
+EXAMPLES = """
+- FAIL: dcgm-exporter tolerates nothing, the GPU nodes are tainted
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-1
+      labels: {nvidia.com/gpu.count: "8"}
+    spec: {taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]}
+    status: {allocatable: {nvidia.com/gpu: "8"}}
+  pods:
+  - apiVersion: apps/v1
+    kind: DaemonSet
+    metadata: {name: dcgm-exporter, namespace: monitoring}
+    spec:
+      template:
+        spec:
+          containers:
+          - {name: exporter, image: "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.5-3.4.0-ubuntu22.04"}
+- PASS: dcgm-exporter tolerates the GPU taint
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-1
+      labels: {nvidia.com/gpu.count: "8"}
+    spec: {taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]}
+    status: {allocatable: {nvidia.com/gpu: "8"}}
+  pods:
+  - apiVersion: apps/v1
+    kind: DaemonSet
+    metadata: {name: dcgm-exporter, namespace: monitoring}
+    spec:
+      template:
+        spec:
+          tolerations: [{key: nvidia.com/gpu, operator: Exists}]
+          containers:
+          - {name: exporter, image: "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.5-3.4.0-ubuntu22.04"}
+"""
+
 
 def check_cluster(view: ClusterView, context: Context) -> Iterator[ClusterFinding]:
     nodes = gpu_nodes(view.nodes)

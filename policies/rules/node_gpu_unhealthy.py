@@ -19,6 +19,25 @@ ID = "node-gpu-unhealthy"
 INTRINSIC = True
 SCOPE = "cluster"
 
+EXAMPLES = """
+- FAIL: 8 GPUs in capacity, 7 allocatable (one marked unhealthy)
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-5
+      labels: {nvidia.com/gpu.count: "8"}
+    status: {capacity: {nvidia.com/gpu: "8"}, allocatable: {nvidia.com/gpu: "7"}}
+- PASS: every GPU allocatable
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-5
+      labels: {nvidia.com/gpu.count: "8"}
+    status: {capacity: {nvidia.com/gpu: "8"}, allocatable: {nvidia.com/gpu: "8"}}
+"""
+
 
 def check_cluster(view: ClusterView, context: Context) -> Iterator[ClusterFinding]:
     for r in gpu_nodes(view.nodes):

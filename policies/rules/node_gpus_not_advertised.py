@@ -21,6 +21,25 @@ ID = "node-gpus-not-advertised"
 INTRINSIC = True
 SCOPE = "cluster"
 
+EXAMPLES = """
+- FAIL: GPU Feature Discovery labels 8 GPUs, the node advertises none
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-3
+      labels: {nvidia.com/gpu.count: "8", nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+    status: {capacity: {cpu: "96"}, allocatable: {cpu: "96"}}
+- PASS: the device plugin advertises them
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-3
+      labels: {nvidia.com/gpu.count: "8", nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+    status: {capacity: {nvidia.com/gpu: "8"}, allocatable: {nvidia.com/gpu: "8"}}
+"""
+
 
 def check_cluster(view: ClusterView, context: Context) -> Iterator[ClusterFinding]:
     served = {n.name for n in context.inventory.nodes if n.dra_served} \
