@@ -139,7 +139,8 @@ def test_node_facts_go_to_the_cluster_scoped_report() -> None:
 def test_the_audit_table_lists_the_node_facts() -> None:
     code, out, err = cli("audit", str(DUMP), "--now", NOW)
     assert code == 1, err
-    assert "6 errors, 0 warnings; 13 cluster findings (below)." in out
+    # the rows' own: 3 cuda-driver-too-old (pytorch:24.01 on R535), 3 GPU-stack warnings
+    assert "9 errors, 3 warnings; 13 cluster findings (below)." in out
     assert "\nNode and cluster facts: 12\n" in out
     assert "  error   node-gpu-unhealthy: node train-2: nvidia.com/gpu capacity 8, " \
            "allocatable 7" in out
