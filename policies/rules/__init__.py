@@ -111,6 +111,7 @@ from policies.rules import (
     node_gpus_not_advertised,
     node_no_system_reserved,
     node_pool_taint_missing,
+    node_template_invalid,
     node_version_drift,
     pod_field_invalid,
     priority_class_unknown,
@@ -220,6 +221,8 @@ CLUSTER_RULES: tuple[ModuleType, ...] = (
     node_gpus_not_advertised, node_gpu_unhealthy, node_below_minimum, node_version_drift,
     node_pool_taint_missing, node_no_system_reserved, gpu_daemonset_untolerated,
     cgpu_pods_over_limit, cgpu_memory_over_card,
+    # node templates (policies/scheduling/templates.py) that cannot be read as capacity
+    node_template_invalid,
 )
 
 RULES: dict[str, ModuleType] = {m.ID: m for m in (*_MODULES, *CLAIM_RULES, *CLUSTER_RULES)}

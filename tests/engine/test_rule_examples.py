@@ -35,8 +35,8 @@ def _context(example: Example) -> Context:
     found = ClusterObjects()
     for obj in example.nodes:
         found.add(obj)
-    inventory = found.inventory(_catalog()) if found.nodes or found.slices or found.classes \
-        else None
+    inventory = found.inventory(_catalog()) \
+        if found.nodes or found.slices or found.classes or found.templates else None
     return Context(policies=policies, catalog=_catalog(), inventory=inventory,
                    claims=dict(found.claims), api=found.api())
 
