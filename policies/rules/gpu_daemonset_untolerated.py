@@ -17,17 +17,13 @@ from collections.abc import Iterator
 
 from policies.cluster import ClusterFinding, ClusterView
 from policies.context import Context
+from policies.gpunodes import DAEMON_TOLERATIONS
 from policies.rules._nodes import gpu_nodes
 from policies.selectors import node_selector_matches, untolerated
 
 ID = "gpu-daemonset-untolerated"
 INTRINSIC = False
 SCOPE = "cluster"
-DAEMON_TOLERATIONS = tuple({"key": k, "operator": "Exists"} for k in (
-    "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
-    "node.kubernetes.io/disk-pressure", "node.kubernetes.io/memory-pressure",
-    "node.kubernetes.io/pid-pressure", "node.kubernetes.io/unschedulable",
-    "node.kubernetes.io/network-unavailable"))
 
 EXAMPLES = """
 - FAIL: dcgm-exporter tolerates nothing, the GPU nodes are tainted
