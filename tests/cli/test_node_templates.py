@@ -1,7 +1,7 @@
 """A node template that cannot be read (an instance type the catalog does not know, a
 requirement Karpenter does not read) is reported with its path in every door and never
 counted as capacity: the audit lists it as a cluster finding (`node-template-invalid`, a
-warning), lint and review say it on stderr; none of them refuses for it or stops."""
+warning), lint, review and explain say it on stderr; none of them refuses for it or stops."""
 
 from __future__ import annotations
 
@@ -65,11 +65,12 @@ def test_an_unreadable_template_is_a_finding_with_its_path(tmp_path: Path, types
 
     code, out, err = _cli("audit", str(dump), "-o", "json")
     assert code == (0 if admitted else 1), err
+    assert "skipping node template" not in err  # said once, as the finding
     facts = [f for f in json.loads(out)["findings"] if f["rule"] == "node-template-invalid"]
     assert [(f["severity"], bad in f["message"]) for f in facts] == \
         ([("warning", True)] if said else [])
 
-    for command in ("lint", "review"):
+    for command in ("lint", "review", "explain"):
         code, out, err = _cli(command, "--inventory", str(inventory), str(pod))
         assert code == (0 if admitted else 1), err
         assert (bad in err) is said
