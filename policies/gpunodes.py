@@ -52,6 +52,15 @@ _GPU_IMAGE = re.compile(
     r"intel-gpu-plugin)(?::|@|$)")
 
 
+# What the DaemonSet controller adds to every pod it makes (pkg/controller/daemon/util; the
+# network-unavailable one only to hostNetwork pods, which the GPU stack's are not).
+DAEMON_TOLERATIONS: tuple[Mapping[str, Any], ...] = tuple(
+    {"key": f"node.kubernetes.io/{key}", "operator": "Exists", "effect": effect}
+    for key, effect in (("not-ready", "NoExecute"), ("unreachable", "NoExecute"),
+                        ("disk-pressure", "NoSchedule"), ("memory-pressure", "NoSchedule"),
+                        ("pid-pressure", "NoSchedule"), ("unschedulable", "NoSchedule")))
+
+
 def is_gpu_label(key: str) -> bool:
     return key in GPU_LABELS or key.startswith(GPU_LABEL_PREFIXES)
 

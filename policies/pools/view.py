@@ -8,6 +8,10 @@ pods in detail. `report()` is called once, at the end, with optional utilisation
 
 A pool is the cluster's own node pool (nodes.NODE_POOL_LABELS), so a drifted node stays in
 it; else the GPU product; else the engine's pool of the node (policies/inventory.py).
+
+What a node's GPUs are allocated to is the scheduler's own count, policies/scheduling's
+Occupancy (the effective requests of the pods bound to it, not finished): in the audit, the one
+the Pending pods are explained against.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from policies.pools.nodes import NodeRecord, bounded, read_node
 from policies.pools.thresholds import DEFAULT, Thresholds
 from policies.pools.utilization import Utilization, for_pool, quantile
 from policies.resources import classify, demand
+from policies.scheduling.occupancy import Occupancy
+from policies.scheduling.request import pod_requests
 
 WAITS = 10_000  # waiting times kept per pool for the median (the max is kept exactly)
 PENDING_KEEP = 200
@@ -39,18 +45,8 @@ WAIT_BUCKETS = ((60, "<1m"), (600, "<10m"), (3600, "<1h"), (6 * 3600, "<6h"),
 FITS = "fits (waits for capacity)"
 
 
-def gpus_held(pod: Mapping[str, Any]) -> int:
-    """GPUs (whole devices and MIG instances) a pod bound to a node holds there: its demand
-    as the engine reads it (policies/resources.py), effective request per resource.
-    The one place occupancy is worked out for the pool view: point it at the scheduler's
-    fit (policies/scheduling) when that lands."""
-    spec = pod.get("spec")
-    if not isinstance(spec, dict):
-        return 0
-    return _devices(demand(spec, ("spec",)).totals)
-
-
 def _devices(totals: Mapping[str, Any]) -> int:
+    """GPU devices (whole GPUs and MIG instances) among requests summed by resource name."""
     held = 0
     for name, amount in totals.items():
         resource = classify(name)
@@ -102,7 +98,9 @@ class PoolView:
         self.thresholds = thresholds
         self.pools: dict[str, _Pool] = {}
         self.records: dict[str, NodeRecord] = {}
-        self.held: Counter[str] = Counter()
+        self.occupancy = Occupancy()
+        self._counts = True  # add_pod sums what bound pods hold, until count_with()
+        self.held: dict[str, int] = {}  # node -> GPU devices its bound pods hold (report())
         self.cards: dict[str, set[str]] = {}  # cGPU node -> cards holding a share
         self.pending: list[dict[str, Any]] = []
         self.pending_total = 0
@@ -132,16 +130,23 @@ class PoolView:
 
     # -- feeding --------------------------------------------------------------------------
 
+    def count_with(self, occupancy: Occupancy) -> None:
+        """Read what nodes hold from `occupancy`, which whoever feeds this view fills with
+        every pod too (the audit's ClusterChecks): each pod is summed once."""
+        self.occupancy = occupancy
+        self._counts = False
+
     def add_pod(self, pod: Mapping[str, Any], namespace: str, name: str,
                 gpu: bool | None) -> None:
         """One pod as the cluster has it; `gpu`: whether the engine found it asks for a GPU,
         None when it did not look (no policy governs the pod): its demand is read here."""
+        if self._counts:
+            self.occupancy.add_pod(pod)
         if gpu is False:
             return
         spec = pod.get("spec")
         spec = spec if isinstance(spec, dict) else {}
-        asked = demand(spec, ("spec",))
-        if not asked.gpu:
+        if gpu is None and not demand(spec, ("spec",)).gpu:
             return
         status = pod.get("status")
         status = status if isinstance(status, dict) else {}
@@ -155,7 +160,6 @@ class PoolView:
             if found is not None:
                 pool.failures[found] += 1
             if phase not in ("Succeeded", "Failed"):
-                self.held[node] += _devices(asked.totals)
                 devices = shared_devices(pod)
                 if devices and self.records[node].cgpu:
                     cards = self.cards.setdefault(node, set())
@@ -165,7 +169,7 @@ class PoolView:
                 if classes and spec.get("priorityClassName") in classes:
                     pool.latency_critical = True
         elif phase == "Pending" and not node:
-            self._pending(pod, spec, namespace, name, _devices(asked.totals))
+            self._pending(pod, spec, namespace, name, _devices(pod_requests(spec)))
 
     def _pending(self, pod: Mapping[str, Any], spec: Mapping[str, Any], namespace: str,
                  name: str, gpus: int) -> None:
@@ -224,14 +228,15 @@ class PoolView:
     def free(self, record: NodeRecord) -> int:
         if record.cgpu and record.ack_cards:
             return max(0, record.ack_cards - len(self.cards.get(record.name, ())))
-        return max(0, record.gpus - self.held[record.name])
+        return max(0, record.gpus - self.held.get(record.name, 0))
 
     def allocated(self, record: NodeRecord) -> int:
         if record.cgpu and record.ack_cards:
             return min(record.ack_cards, len(self.cards.get(record.name, ())))
-        return min(record.gpus, self.held[record.name])
+        return min(record.gpus, self.held.get(record.name, 0))
 
     def report(self, utilization: Utilization | None = None) -> dict[str, Any]:
+        self.held = {node: _devices(self.occupancy.of(node)) for node in self.records}
         pools = [self._pool_report(p, utilization) for p in
                  sorted(self.pools.values(), key=lambda p: p.name)]
         for record in self.pending:

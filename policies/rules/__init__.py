@@ -27,9 +27,12 @@ rule's id, a PASS example must not. Each item has exactly one of `FAIL: <what it
     policy:     the spec of the one GPUPolicy in force (it governs every namespace unless it
                 says otherwise); absent: the bundled default policy
     nodes:      the inventory, as `kubectl get nodes,resourceslices,deviceclasses -o yaml`
-                items (Node objects; DRA objects too); absent: no inventory
-    pods:       cluster-scope rules: the running pods the audit feeds to the ClusterView
-                (their findings are what the example is judged by; `object` is then unused)
+                items (Node objects; DRA objects; PriorityClasses, RuntimeClasses and
+                ResourceQuotas too); absent: no inventory. The Node objects are also what
+                the node facts (cluster scope) read
+    pods:       cluster-scope rules: the running pods (and the GPU stack's DaemonSets) the
+                audit feeds to the ClusterView (their findings are what the example is judged
+                by; `object` is then unused)
     namespace:  the namespace reviewed in (default: the object's own, else `default`)
 
 For example:
@@ -108,6 +111,7 @@ from policies.rules import (
     node_gpus_not_advertised,
     node_no_system_reserved,
     node_pool_taint_missing,
+    node_template_invalid,
     node_version_drift,
     pod_field_invalid,
     priority_class_unknown,
@@ -217,6 +221,8 @@ CLUSTER_RULES: tuple[ModuleType, ...] = (
     node_gpus_not_advertised, node_gpu_unhealthy, node_below_minimum, node_version_drift,
     node_pool_taint_missing, node_no_system_reserved, gpu_daemonset_untolerated,
     cgpu_pods_over_limit, cgpu_memory_over_card,
+    # node templates (policies/scheduling/templates.py) that cannot be read as capacity
+    node_template_invalid,
 )
 
 RULES: dict[str, ModuleType] = {m.ID: m for m in (*_MODULES, *CLAIM_RULES, *CLUSTER_RULES)}

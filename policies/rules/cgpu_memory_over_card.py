@@ -20,6 +20,67 @@ INTRINSIC = True
 NATIVE = "It sums the shares placed on each card of the cluster's nodes (audit)."
 SCOPE = "cluster"
 
+EXAMPLES = """
+- FAIL: 8 + 8 GiB on GPU 0 of a node whose cards have 15 GiB
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: t4-1
+      labels: {ack.node.gpu.schedule: cgpu, aliyun.accelerator/nvidia_name: Tesla-T4}
+    status: {allocatable: {aliyun.com/gpu-mem: "15", aliyun.com/gpu-count: "1"}}
+  pods:
+  - apiVersion: v1
+    kind: Pod
+    metadata:
+      name: a
+      namespace: team-a
+      annotations: {ALIYUN_COM_GPU_MEM_IDX: "0"}
+    spec:
+      nodeName: t4-1
+      containers: [{name: main, image: "server:1", resources: {limits: {aliyun.com/gpu-mem: 8}}}]
+    status: {phase: Running}
+  - apiVersion: v1
+    kind: Pod
+    metadata:
+      name: b
+      namespace: team-a
+      annotations: {ALIYUN_COM_GPU_MEM_IDX: "0"}
+    spec:
+      nodeName: t4-1
+      containers: [{name: main, image: "server:1", resources: {limits: {aliyun.com/gpu-mem: 8}}}]
+    status: {phase: Running}
+- PASS: 8 + 7 GiB on that card
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: t4-1
+      labels: {ack.node.gpu.schedule: cgpu, aliyun.accelerator/nvidia_name: Tesla-T4}
+    status: {allocatable: {aliyun.com/gpu-mem: "15", aliyun.com/gpu-count: "1"}}
+  pods:
+  - apiVersion: v1
+    kind: Pod
+    metadata:
+      name: a
+      namespace: team-a
+      annotations: {ALIYUN_COM_GPU_MEM_IDX: "0"}
+    spec:
+      nodeName: t4-1
+      containers: [{name: main, image: "server:1", resources: {limits: {aliyun.com/gpu-mem: 8}}}]
+    status: {phase: Running}
+  - apiVersion: v1
+    kind: Pod
+    metadata:
+      name: b
+      namespace: team-a
+      annotations: {ALIYUN_COM_GPU_MEM_IDX: "0"}
+    spec:
+      nodeName: t4-1
+      containers: [{name: main, image: "server:1", resources: {limits: {aliyun.com/gpu-mem: 7}}}]
+    status: {phase: Running}
+"""
+
 
 def check_cluster(view: ClusterView, context: Context) -> Iterator[ClusterFinding]:
     cards = {r.name: r.card_memory_gib for r in view.nodes if r.cgpu and r.card_memory_gib}

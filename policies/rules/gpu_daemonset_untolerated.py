@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 from policies.cluster import ClusterFinding, ClusterView
 from policies.context import Context
+from policies.gpunodes import DAEMON_TOLERATIONS
 from policies.rules._nodes import gpu_nodes
 from policies.selectors import node_selector_matches, untolerated
 
@@ -24,11 +25,46 @@ ID = "gpu-daemonset-untolerated"
 INTRINSIC = False
 NATIVE = "It compares a DaemonSet's tolerations with the GPU nodes' taints (inventory)."
 SCOPE = "cluster"
-DAEMON_TOLERATIONS = tuple({"key": k, "operator": "Exists"} for k in (
-    "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
-    "node.kubernetes.io/disk-pressure", "node.kubernetes.io/memory-pressure",
-    "node.kubernetes.io/pid-pressure", "node.kubernetes.io/unschedulable",
-    "node.kubernetes.io/network-unavailable"))
+
+EXAMPLES = """
+- FAIL: dcgm-exporter tolerates nothing, the GPU nodes are tainted
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-1
+      labels: {nvidia.com/gpu.count: "8"}
+    spec: {taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]}
+    status: {allocatable: {nvidia.com/gpu: "8"}}
+  pods:
+  - apiVersion: apps/v1
+    kind: DaemonSet
+    metadata: {name: dcgm-exporter, namespace: monitoring}
+    spec:
+      template:
+        spec:
+          containers:
+          - {name: exporter, image: "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.5-3.4.0-ubuntu22.04"}
+- PASS: dcgm-exporter tolerates the GPU taint
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-1
+      labels: {nvidia.com/gpu.count: "8"}
+    spec: {taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]}
+    status: {allocatable: {nvidia.com/gpu: "8"}}
+  pods:
+  - apiVersion: apps/v1
+    kind: DaemonSet
+    metadata: {name: dcgm-exporter, namespace: monitoring}
+    spec:
+      template:
+        spec:
+          tolerations: [{key: nvidia.com/gpu, operator: Exists}]
+          containers:
+          - {name: exporter, image: "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.5-3.4.0-ubuntu22.04"}
+"""
 
 
 def check_cluster(view: ClusterView, context: Context) -> Iterator[ClusterFinding]:

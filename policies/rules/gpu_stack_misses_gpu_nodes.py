@@ -20,7 +20,7 @@ from typing import Any
 from policies.context import Context
 from policies.decision import Finding
 from policies.display import shown
-from policies.gpunodes import ARCH_KEYS, gpu_pools, is_gpu_stack, tolerations
+from policies.gpunodes import ARCH_KEYS, DAEMON_TOLERATIONS, gpu_pools, is_gpu_stack, tolerations
 from policies.inventory import Pool
 from policies.model import GPUPolicy
 from policies.selectors import node_affinity_matches, node_selector_matches, untolerated
@@ -32,12 +32,6 @@ NATIVE = "It needs the GPU nodes' taints, labels and architectures (inventory)."
 SEVERITY = "warning"
 CATEGORY = "gpu-stack"
 
-# What the DaemonSet controller adds to every pod it makes (pkg/controller/daemon/util).
-DAEMON_TOLERATIONS: tuple[Mapping[str, Any], ...] = tuple(
-    {"key": f"node.kubernetes.io/{key}", "operator": "Exists", "effect": effect}
-    for key, effect in (("not-ready", "NoExecute"), ("unreachable", "NoExecute"),
-                        ("disk-pressure", "NoSchedule"), ("memory-pressure", "NoSchedule"),
-                        ("pid-pressure", "NoSchedule"), ("unschedulable", "NoSchedule")))
 
 _NODES = """\
   nodes:

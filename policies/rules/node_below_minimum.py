@@ -22,6 +22,36 @@ INTRINSIC = True
 NATIVE = "It judges the cluster's nodes, not an object being admitted (audit)."
 SCOPE = "cluster"
 
+EXAMPLES = """
+- FAIL: driver 410.48, older than 418.87.01
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-2
+      labels:
+        nvidia.com/gpu.count: "8"
+        nvidia.com/cuda.driver.major: "410"
+        nvidia.com/cuda.driver.minor: "48"
+    status:
+      capacity: {nvidia.com/gpu: "8"}
+      allocatable: {nvidia.com/gpu: "8"}
+      nodeInfo: {containerRuntimeVersion: "containerd://1.7.2"}
+- PASS: driver 535.104.05 on containerd 1.7.2
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-2
+      labels:
+        nvidia.com/gpu.count: "8"
+        nvidia.com/cuda.driver-version.full: 535.104.05
+    status:
+      capacity: {nvidia.com/gpu: "8"}
+      allocatable: {nvidia.com/gpu: "8"}
+      nodeInfo: {containerRuntimeVersion: "containerd://1.7.2"}
+"""
+
 
 def check_cluster(view: ClusterView, context: Context) -> Iterator[ClusterFinding]:
     minimums = view.thresholds.minimums

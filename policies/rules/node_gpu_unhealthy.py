@@ -20,6 +20,25 @@ INTRINSIC = True
 NATIVE = "It judges the cluster's nodes, not an object being admitted (audit)."
 SCOPE = "cluster"
 
+EXAMPLES = """
+- FAIL: 8 GPUs in capacity, 7 allocatable (one marked unhealthy)
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-5
+      labels: {nvidia.com/gpu.count: "8"}
+    status: {capacity: {nvidia.com/gpu: "8"}, allocatable: {nvidia.com/gpu: "7"}}
+- PASS: every GPU allocatable
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-5
+      labels: {nvidia.com/gpu.count: "8"}
+    status: {capacity: {nvidia.com/gpu: "8"}, allocatable: {nvidia.com/gpu: "8"}}
+"""
+
 
 def check_cluster(view: ClusterView, context: Context) -> Iterator[ClusterFinding]:
     for r in gpu_nodes(view.nodes):

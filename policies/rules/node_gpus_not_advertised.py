@@ -22,6 +22,25 @@ INTRINSIC = True
 NATIVE = "It judges the cluster's nodes, not an object being admitted (audit)."
 SCOPE = "cluster"
 
+EXAMPLES = """
+- FAIL: GPU Feature Discovery labels 8 GPUs, the node advertises none
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-3
+      labels: {nvidia.com/gpu.count: "8", nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+    status: {capacity: {cpu: "96"}, allocatable: {cpu: "96"}}
+- PASS: the device plugin advertises them
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-3
+      labels: {nvidia.com/gpu.count: "8", nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+    status: {capacity: {nvidia.com/gpu: "8"}, allocatable: {nvidia.com/gpu: "8"}}
+"""
+
 
 def check_cluster(view: ClusterView, context: Context) -> Iterator[ClusterFinding]:
     served = {n.name for n in context.inventory.nodes if n.dra_served} \

@@ -5,7 +5,7 @@ which then compete with the GPU work (operator-guide §1 step 5). A warning. Clu
 `audit`.
 
 FAIL: node gpu-1 with `capacity: {cpu: "96", memory: 1056Gi}` and allocatable
-`{cpu: "96", memory: 1055.9Gi}` (only the eviction threshold taken off)
+`{cpu: "96", memory: 1081244Mi}` (only the 100Mi eviction threshold taken off)
 PASS: allocatable `cpu: 95500m`, `memory: 1050Gi` (kube-reserved / system-reserved set)
 """
 
@@ -22,6 +22,29 @@ INTRINSIC = False
 NATIVE = "It judges the cluster's nodes, not an object being admitted (audit)."
 SCOPE = "cluster"
 EVICTION = 100 * 2**20  # kubelet's default evictionHard memory.available, bytes
+
+EXAMPLES = """
+- FAIL: allocatable cpu is capacity, memory only the 100Mi eviction threshold below it
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-1
+      labels: {nvidia.com/gpu.count: "8"}
+    status:
+      capacity: {cpu: "96", memory: 1056Gi, nvidia.com/gpu: "8"}
+      allocatable: {cpu: "96", memory: 1081244Mi, nvidia.com/gpu: "8"}
+- PASS: kube-reserved and system-reserved set
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-1
+      labels: {nvidia.com/gpu.count: "8"}
+    status:
+      capacity: {cpu: "96", memory: 1056Gi, nvidia.com/gpu: "8"}
+      allocatable: {cpu: 95500m, memory: 1050Gi, nvidia.com/gpu: "8"}
+"""
 
 
 def check_cluster(view: ClusterView, context: Context) -> Iterator[ClusterFinding]:

@@ -3,8 +3,8 @@ the pool has: work without the toleration lands on it, and the pool is no longer
 ("a temporary looser window must not become permanent", operator-guide §1 step 3). A warning.
 Cluster scope: `audit`.
 
-FAIL: node gpu-4 of pool `train` without `nvidia.com/gpu=present:NoSchedule`, which the other
-3 nodes have
+FAIL: node gpu-3 of pool `train` without `nvidia.com/gpu=present:NoSchedule`, which the other
+2 nodes have
 PASS: every node of `train` with that taint
 """
 
@@ -22,6 +22,72 @@ INTRINSIC = False
 NATIVE = "It judges the cluster's nodes, not an object being admitted (audit)."
 SCOPE = "cluster"
 EXCLUSIVE = ("NoSchedule", "NoExecute")
+
+EXAMPLES = """
+- FAIL: node gpu-3 lacks the taint the pool's other nodes have
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-1
+      labels:
+        karpenter.sh/nodepool: train
+        nvidia.com/gpu.count: "8"
+        nvidia.com/cuda.driver-version.full: 535.104.05
+    spec: {taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]}
+    status: {allocatable: {nvidia.com/gpu: "8"}}
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-2
+      labels:
+        karpenter.sh/nodepool: train
+        nvidia.com/gpu.count: "8"
+        nvidia.com/cuda.driver-version.full: 535.104.05
+    spec: {taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]}
+    status: {allocatable: {nvidia.com/gpu: "8"}}
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-3
+      labels:
+        karpenter.sh/nodepool: train
+        nvidia.com/gpu.count: "8"
+        nvidia.com/cuda.driver-version.full: 535.104.05
+    status: {allocatable: {nvidia.com/gpu: "8"}}
+- PASS: every node of the pool tainted
+  nodes:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-1
+      labels:
+        karpenter.sh/nodepool: train
+        nvidia.com/gpu.count: "8"
+        nvidia.com/cuda.driver-version.full: 535.104.05
+    spec: {taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]}
+    status: {allocatable: {nvidia.com/gpu: "8"}}
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-2
+      labels:
+        karpenter.sh/nodepool: train
+        nvidia.com/gpu.count: "8"
+        nvidia.com/cuda.driver-version.full: 535.104.05
+    spec: {taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]}
+    status: {allocatable: {nvidia.com/gpu: "8"}}
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: gpu-3
+      labels:
+        karpenter.sh/nodepool: train
+        nvidia.com/gpu.count: "8"
+        nvidia.com/cuda.driver-version.full: 535.104.05
+    spec: {taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]}
+    status: {allocatable: {nvidia.com/gpu: "8"}}
+"""
 
 
 def check_cluster(view: ClusterView, context: Context) -> Iterator[ClusterFinding]:

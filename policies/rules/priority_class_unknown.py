@@ -26,6 +26,62 @@ ID = "priority-class-unknown"
 INTRINSIC = True
 NATIVE = "It needs the cluster's PriorityClasses (inventory); the API server refuses it itself."
 
+EXAMPLES = """
+- FAIL: a GPU pod naming a PriorityClass the cluster does not define (a typo)
+  nodes:
+  - {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: gpu-batch},
+     value: 1000}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: train}
+    spec:
+      priorityClassName: gpu-batchh
+      containers:
+      - name: main
+        image: nvidia/cuda:12.4.1-base-ubuntu22.04
+        resources: {limits: {nvidia.com/gpu: 1}}
+- PASS: the class the cluster defines
+  nodes:
+  - {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: gpu-batch},
+     value: 1000}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: train}
+    spec:
+      priorityClassName: gpu-batch
+      containers:
+      - name: main
+        image: nvidia/cuda:12.4.1-base-ubuntu22.04
+        resources: {limits: {nvidia.com/gpu: 1}}
+- PASS: a system class the API server always creates
+  nodes:
+  - {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: gpu-batch},
+     value: 1000}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: train}
+    spec:
+      priorityClassName: system-cluster-critical
+      containers:
+      - name: main
+        image: nvidia/cuda:12.4.1-base-ubuntu22.04
+        resources: {limits: {nvidia.com/gpu: 1}}
+- PASS: any name when the cluster's PriorityClasses were not listed
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: train}
+    spec:
+      priorityClassName: gpu-batchh
+      containers:
+      - name: main
+        image: nvidia/cuda:12.4.1-base-ubuntu22.04
+        resources: {limits: {nvidia.com/gpu: 1}}
+"""
+
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     api = context.api

@@ -56,7 +56,12 @@ _OTHER_SUMMARIES = {
     "node-selector-conflict": "a policy injects a nodeSelector value the pod already sets "
                               "otherwise: the pod could never schedule",
     "pod-spec-malformed": "a pod spec the engine cannot read (a field of the wrong type)",
+    "runtime-class-conflict": "a policy injects a runtimeClassName whose nodeSelector conflicts "
+                              "with the pod's, or whose overhead differs from the one the pod "
+                              "carries: the RuntimeClass admission plugin would refuse the pod, "
+                              "so the class is not injected",
 }
+_SCHEDULING = frozenset({"node-selector-conflict", "runtime-class-conflict"})
 
 
 def rule_ids() -> list[str]:
@@ -68,7 +73,7 @@ def rule_doc(rule: str) -> RuleDoc | None:
     if rule in RULES:
         return describe(RULES[rule])
     if rule in OTHER_RULE_IDS:
-        category = "scheduling" if rule == "node-selector-conflict" else "input"
+        category = "scheduling" if rule in _SCHEDULING else "input"
         return RuleDoc(rule, "error", category, "all", _OTHER_SUMMARIES.get(rule, ""), "", (),
                        None)
     return None
@@ -160,8 +165,22 @@ def example_yaml(example: Example) -> str:
         parts.append("# inventory\n" + yaml.safe_dump_all(
             [dict(n) for n in example.nodes], sort_keys=False))
     if example.pods:
-        parts.append("# running pods\n" + yaml.safe_dump_all(
-            [dict(p) for p in example.pods], sort_keys=False))
+        parts.append("# running pods\n" + "---\n".join(_runs(example.pods)))
     if example.object is not None:
         parts.append(yaml.safe_dump(dict(example.object), sort_keys=False))
     return "---\n".join(parts)
+
+
+def _runs(items: tuple[Mapping[str, Any], ...]) -> list[str]:
+    """Each item as YAML; a run of equal items (an example's YAML alias repeated) once, with
+    its count: 21 pods on one GPU read as one pod times 21."""
+    shown: list[str] = []
+    i = 0
+    while i < len(items):
+        n = 1
+        while i + n < len(items) and items[i + n] == items[i]:
+            n += 1
+        text = yaml.safe_dump(dict(items[i]), sort_keys=False)
+        shown.append(f"# {n} times:\n{text}" if n > 1 else text)
+        i += n
+    return shown

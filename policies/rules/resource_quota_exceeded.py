@@ -41,6 +41,55 @@ INTRINSIC = True
 NATIVE = "It needs the namespace's ResourceQuotas (inventory); the API server refuses it itself."
 PREFIX = "requests."
 
+EXAMPLES = """
+- FAIL: 4 GPUs asked where the namespace's quota has 2 of its 8 left
+  nodes:
+  - apiVersion: v1
+    kind: ResourceQuota
+    metadata: {name: gpu, namespace: default}
+    spec: {hard: {requests.nvidia.com/gpu: "8"}}
+    status:
+      hard: {requests.nvidia.com/gpu: "8"}
+      used: {requests.nvidia.com/gpu: "6"}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: train}
+    spec:
+      containers:
+      - name: main
+        image: nvidia/cuda:12.4.1-base-ubuntu22.04
+        resources: {limits: {nvidia.com/gpu: 4}}
+- PASS: 2 GPUs fit what is left
+  nodes:
+  - apiVersion: v1
+    kind: ResourceQuota
+    metadata: {name: gpu, namespace: default}
+    spec: {hard: {requests.nvidia.com/gpu: "8"}}
+    status:
+      hard: {requests.nvidia.com/gpu: "8"}
+      used: {requests.nvidia.com/gpu: "6"}
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: train}
+    spec:
+      containers:
+      - name: main
+        image: nvidia/cuda:12.4.1-base-ubuntu22.04
+        resources: {limits: {nvidia.com/gpu: 2}}
+- PASS: a namespace without a quota
+  object:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: train}
+    spec:
+      containers:
+      - name: main
+        image: nvidia/cuda:12.4.1-base-ubuntu22.04
+        resources: {limits: {nvidia.com/gpu: 4}}
+"""
+
 
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     api = context.api

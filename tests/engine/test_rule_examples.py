@@ -35,20 +35,24 @@ def _context(example: Example) -> Context:
     found = ClusterObjects()
     for obj in example.nodes:
         found.add(obj)
-    inventory = found.inventory(_catalog()) if found.nodes or found.slices or found.classes \
-        else None
+    inventory = found.inventory(_catalog()) \
+        if found.nodes or found.slices or found.classes or found.templates else None
     return Context(policies=policies, catalog=_catalog(), inventory=inventory,
-                   claims=dict(found.claims))
+                   claims=dict(found.claims), api=found.api())
 
 
 def found_rules(rule: str, example: Example) -> set[str]:
     context = _context(example)
     if RULES[rule] in CLUSTER_RULES:
-        view = ClusterView(context)
+        view = ClusterView(context, [n for n in example.nodes if n.get("kind") == "Node"])
         for pod in example.pods:
             meta: Any = pod.get("metadata") or {}
-            view.add_pod(pod, str(meta.get("namespace", example.namespace)),
-                         str(meta.get("name", "")))
+            namespace = str(meta.get("namespace", example.namespace))
+            name = str(meta.get("name", ""))
+            if pod.get("kind") == "DaemonSet":
+                view.add_daemonset(pod, namespace, name)
+            else:
+                view.add_pod(pod, namespace, name)
         return {f.rule for f in review_cluster(view, context)}
     assert example.object is not None, "a pod-scope example names its `object`"
     meta = example.object.get("metadata") or {}

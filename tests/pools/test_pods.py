@@ -152,3 +152,33 @@ def test_the_plain_audit_says_how_long_a_pending_gpu_pod_has_waited() -> None:
     assert [(p["name"], p["waitSeconds"]) for p in pending] == [("waiting-8", 7200)]
     finding = next(r for r in json.loads(out)["findings"] if r["rule"] == "gpu-pod-pending")
     assert finding["message"].startswith("GPU pod Pending for 2h00m: scheduler: 0/12 nodes")
+
+
+def _with_init(pod: dict[str, Any], gpus: int, sidecar: bool) -> dict[str, Any]:
+    init = {"name": "init", "image": "busybox:1.36",
+            "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
+    if sidecar:
+        init["restartPolicy"] = "Always"
+    pod["spec"]["initContainers"] = [init]
+    return pod
+
+
+@pytest.mark.parametrize(("pods", "allocated"), [
+    # a plain init container runs alone: the pod holds the larger of it and its app
+    ([_with_init(shapes.pod("a", node_name="s-1", gpus=1), 4, sidecar=False)], 4),
+    # a sidecar keeps running beside the app: both hold theirs
+    ([_with_init(shapes.pod("a", node_name="s-1", gpus=1), 2, sidecar=True)], 3),
+    # finished pods hold nothing; a Pending pod already bound holds what it asks
+    ([shapes.pod("a", node_name="s-1", gpus=2, phase="Succeeded"),
+      shapes.pod("b", node_name="s-1", gpus=2, phase="Failed"),
+      shapes.pod("c", node_name="s-1", gpus=3, phase="Pending")], 3),
+], ids=["init-container", "sidecar", "phases"])
+def test_allocated_is_what_the_scheduler_counts(tmp_path: Path, pods: list[dict[str, Any]],
+                                                allocated: int) -> None:
+    """The pool view's allocated GPUs are kube-scheduler's count of the pods bound to a node
+    (policies/scheduling/occupancy.py), the one the Pending pods are explained against."""
+    code, out, err = _audit(tmp_path, [shapes.node("s-1", pool="s"), *pods], "--pools", "-o",
+                            "json", "--now", NOW)
+    assert code in (0, 1), err
+    gpus = json.loads(out)["pools"][0]["gpus"]
+    assert (gpus["allocated"], gpus["free"]) == (allocated, 8 - allocated)

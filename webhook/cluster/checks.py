@@ -50,6 +50,8 @@ class ClusterChecks:
         # what the pods bound to each node hold (sums per node, not pods): the Pending pods
         # are explained against it once every pod has been read
         self.occupancy = Occupancy()
+        if pools is not None:  # one count of what nodes hold, for both
+            pools.count_with(self.occupancy)
         self._waiting: list[tuple[dict[str, Any], str, str, Mapping[str, Any]]] = []
         self._pending: list[PendingPod] | None = None
         self.pending_total = 0

@@ -129,7 +129,7 @@ def _load(args: argparse.Namespace, warn: Any) -> tuple[list[dict[str, Any]], Co
             found.add(obj)
             every.append(obj)
         context, warnings = sources.build_context(args, found)
-        for line in warnings:
+        for line in [*warnings, *sources.template_warnings(context)]:
             warn(line)
         kinds = context.workload_kinds
         objects = [o for o in every if is_claim(o)
@@ -143,7 +143,7 @@ def _load(args: argparse.Namespace, warn: Any) -> tuple[list[dict[str, Any]], Co
     obj = fetch(live, args.target)
     found = live.cluster_objects(warn)
     context, warnings = sources.build_context(args, found)
-    for line in warnings:
+    for line in [*warnings, *sources.template_warnings(context)]:
         warn(line)
     if context.inventory is not None:  # what the nodes hold now: "fits once ... are free"
         from dataclasses import replace

@@ -511,7 +511,9 @@ def build_context(
     )
     # a class or quota that cannot be read is said, as an invalid GPUPolicy is
     unread = [f"skipping unreadable {p}" for p in api.problems] if api is not None else []
-    return context, [*found.problems, *clashes.values(), *unread, *template_warnings(context)]
+    # node templates that cannot be read: each door says them its own way (the audit as the
+    # node-template-invalid finding, the others with template_warnings())
+    return context, [*found.problems, *clashes.values(), *unread]
 
 
 def template_warnings(context: Context) -> list[str]:

@@ -8,6 +8,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
+from webhook.output.audit_report import age
+
 POOL_FORMATS = ("text", "json", "markdown", "html")
 
 
@@ -17,14 +19,8 @@ def _clean(text: Any) -> str:
 
 
 def _duration(seconds: float) -> str:
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
+    """A wait as the audit's table shows a Pending pod's age; under a minute in seconds."""
+    return f"{int(seconds)}s" if seconds < 60 else age(seconds)
 
 
 def _n(count: int, what: str) -> str:
