@@ -21,6 +21,7 @@ from policies.context import Context
 
 ID = "node-template-invalid"
 INTRINSIC = False
+NATIVE = "It judges the cluster's node templates, not an object being admitted (audit)."
 SCOPE = "cluster"
 SEVERITY = "warning"
 CATEGORY = "scheduling"
