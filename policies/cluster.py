@@ -72,19 +72,6 @@ class SharedGPU:
     memory_gib: float = 0.0  # the GPU-memory shares (aliyun.com/gpu-mem) placed on it
 
 
-# DaemonSets of the GPU stack whose reach over the GPU nodes is a node fact (by name or image)
-GPU_STACK = ("dcgm-exporter", "device-plugin", "gpu-feature-discovery", "gpushare",
-             "cgpu-installer", "nvidia-driver")
-DAEMONSETS = 100
-
-
-class DaemonSetRef(NamedTuple):
-    namespace: str
-    name: str
-    tolerations: tuple[Mapping[str, Any], ...]
-    node_selector: Mapping[str, str]
-
-
 class ClusterView:
     """`nodes`: the cluster's Node objects (for the node facts), `thresholds`: their
     minimums (policies/pools/thresholds.py; the defaults when None)."""
@@ -95,7 +82,6 @@ class ClusterView:
         self.shared: dict[tuple[str, str], SharedGPU] = {}
         self._node_objects = nodes
         self._thresholds = thresholds
-        self.daemonsets: list[DaemonSetRef] = []
 
     @cached_property
     def nodes(self) -> tuple[NodeRecord, ...]:
@@ -108,28 +94,6 @@ class ClusterView:
             from policies.pools.thresholds import DEFAULT
             return DEFAULT
         return self._thresholds
-
-    def add_daemonset(self, obj: Mapping[str, Any], namespace: str, name: str) -> None:
-        """A DaemonSet, kept when it is part of the GPU stack (bounded in number)."""
-        spec = obj.get("spec")
-        template = spec.get("template") if isinstance(spec, dict) else None
-        pod = template.get("spec") if isinstance(template, dict) else None
-        if not isinstance(pod, dict) or len(self.daemonsets) >= DAEMONSETS:
-            return
-        containers = pod.get("containers")
-        images = [c.get("image") for c in containers[:50] if isinstance(c, dict)] \
-            if isinstance(containers, list) else []
-        marks = [name.lower(), *(i.lower() for i in images if isinstance(i, str))]
-        if not any(word in mark for mark in marks for word in GPU_STACK):
-            return
-        tolerations = pod.get("tolerations")
-        selector = pod.get("nodeSelector")
-        self.daemonsets.append(DaemonSetRef(
-            namespace, name,
-            tuple(t for t in tolerations[:200] if isinstance(t, dict))
-            if isinstance(tolerations, list) else (),
-            {str(k): str(v) for k, v in selector.items()} if isinstance(selector, dict)
-            else {}))
 
     def add_pod(self, pod: Mapping[str, Any], namespace: str, name: str) -> None:
         """A pod as the cluster runs it: finished pods and unplaced pods hold no GPU."""

@@ -76,7 +76,6 @@ from policies.rules import (
     dra_selector_invalid,
     extended_resource_mixed,
     extended_resource_served_twice,
-    gpu_daemonset_untolerated,
     gpu_double_advertised,
     gpu_fraction_annotation,
     gpu_max_per_container,
@@ -219,7 +218,7 @@ CLUSTER_RULES: tuple[ModuleType, ...] = (
     shared_gpu_over_limit,
     # node facts (policies/pools/nodes.py reads the Node objects)
     node_gpus_not_advertised, node_gpu_unhealthy, node_below_minimum, node_version_drift,
-    node_pool_taint_missing, node_no_system_reserved, gpu_daemonset_untolerated,
+    node_pool_taint_missing, node_no_system_reserved,
     cgpu_pods_over_limit, cgpu_memory_over_card,
     # node templates (policies/scheduling/templates.py) that cannot be read as capacity
     node_template_invalid,

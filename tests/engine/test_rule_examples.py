@@ -49,10 +49,7 @@ def found_rules(rule: str, example: Example) -> set[str]:
             meta: Any = pod.get("metadata") or {}
             namespace = str(meta.get("namespace", example.namespace))
             name = str(meta.get("name", ""))
-            if pod.get("kind") == "DaemonSet":
-                view.add_daemonset(pod, namespace, name)
-            else:
-                view.add_pod(pod, namespace, name)
+            view.add_pod(pod, namespace, name)
         return {f.rule for f in review_cluster(view, context)}
     assert example.object is not None, "a pod-scope example names its `object`"
     meta = example.object.get("metadata") or {}

@@ -95,7 +95,7 @@ def test_the_pool_page_renders_in_chromium(tmp_path: Path) -> None:
         assert section, name
         assert section.group(1).count("<svg") >= 2  # allocation and waiting time
         assert f"<h2>{name}</h2>" in section.group(1)
-    assert "Node facts (12)" in dom.stdout
+    assert "Node facts (11)" in dom.stdout
 
     shot = tmp_path / "pools.png"
     run = _run(browser, tmp_path, f"--screenshot={shot}", f"--window-size={WIDTH},{HEIGHT}",

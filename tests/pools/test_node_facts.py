@@ -1,6 +1,6 @@
-"""The node facts (policies/rules/node_*, gpu_daemonset_untolerated, cgpu_*), row by row of
-cases/node_facts.yaml, through the audit of a dump, the audit of the same objects served live,
-and the pool view's JSON."""
+"""The node facts (policies/rules/node_*, cgpu_*), and the GPU stack's reach over the GPU nodes
+(gpu-stack-misses-gpu-nodes), row by row of cases/node_facts.yaml, through the audit of a dump,
+the audit of the same objects served live, and the pool view's JSON (node facts only)."""
 
 from __future__ import annotations
 
@@ -26,15 +26,22 @@ def _thresholds(tmp_path: Path, spec: dict[str, Any] | None) -> list[str]:
     return ["--thresholds", str(path)]
 
 
+def _of_row(row: dict[str, Any], findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The audit's findings a row is checked against: the workloads' for an `object` row,
+    else the cluster's (node facts)."""
+    return [f for f in findings if ("kind" in f) == ("object" in row)]
+
+
 def _matches(row: dict[str, Any], finding: dict[str, Any]) -> bool:
     return finding["rule"] == row["rule"] and \
+        (not row.get("object") or finding.get("object") == row["object"]) and \
         (not row.get("node") or finding.get("node") == row["node"]
          or f"node {row['node']}" in finding["message"]) and \
         all(s in finding["message"] for s in row.get("says", ()))
 
 
 def _check(row: dict[str, Any], findings: list[dict[str, Any]]) -> None:
-    hits = [f for f in findings if _matches(row, f)]
+    hits = [f for f in _of_row(row, findings) if _matches(row, f)]
     if row.get("absent"):
         assert not hits, hits
     else:
@@ -50,8 +57,9 @@ def test_node_fact_in_the_offline_audit_and_the_pool_view(row: dict[str, Any],
     extra = _thresholds(tmp_path, row.get("thresholds"))
     code, out, err = cli("audit", str(DUMP), "-o", "json", *extra)
     assert code == 1, err  # the dump holds errors (facts)
-    cluster = [r for r in json.loads(out)["findings"] if "kind" not in r]
-    _check(row, cluster)
+    _check(row, json.loads(out)["findings"])
+    if row.get("object"):
+        return  # the pool view lists node facts, not workloads
     code, out, err = cli("audit", str(DUMP), "--pools", "-o", "json", "--now", NOW, *extra)
     assert code == 1, err
     _check(row, json.loads(out)["nodeFacts"])
@@ -68,10 +76,11 @@ def test_the_live_audit_reports_the_same_node_facts(tmp_path: Path) -> None:
     finally:
         server.stop()
     assert code == 1, err
-    live = [r for r in json.loads(out)["findings"] if "kind" not in r]
+    live = json.loads(out)["findings"]
     code, out, _ = cli("audit", str(DUMP), "-o", "json")
-    offline = [r for r in json.loads(out)["findings"] if "kind" not in r]
-    assert sorted(r["message"] for r in live) == sorted(r["message"] for r in offline)
+    offline = json.loads(out)["findings"]
+    assert sorted(r["message"] for r in live if "kind" not in r) \
+        == sorted(r["message"] for r in offline if "kind" not in r)
     for row in ROWS:
         if not row.get("thresholds"):
             _check(row, live)
@@ -79,10 +88,11 @@ def test_the_live_audit_reports_the_same_node_facts(tmp_path: Path) -> None:
 
 def test_every_node_fact_rule_has_a_row() -> None:
     from policies.rules import CLUSTER_RULES
-    facts = {m.ID for m in CLUSTER_RULES if m.ID.startswith(("node-", "cgpu-", "gpu-daemonset"))}
+    facts = {m.ID for m in CLUSTER_RULES if m.ID.startswith(("node-", "cgpu-"))}
     facts.discard("node-template-invalid")  # a template, not a Node: tests/cli/test_node_templates
-    assert facts == {r["rule"] for r in ROWS}
-    assert facts == {r["rule"] for r in ROWS if not r.get("absent")}
+    rows = [r for r in ROWS if "object" not in r]
+    assert facts == {r["rule"] for r in rows}
+    assert facts == {r["rule"] for r in rows if not r.get("absent")}
 
 
 @pytest.mark.parametrize(("spec", "says"), [
@@ -141,7 +151,7 @@ def test_the_audit_table_lists_the_node_facts() -> None:
     code, out, err = cli("audit", str(DUMP), "--now", NOW)
     assert code == 1, err
     # the rows' own: 3 cuda-driver-too-old (pytorch:24.01 on R535), 3 GPU-stack warnings
-    assert "9 errors, 3 warnings; 13 cluster findings (below)." in out
-    assert "\nNode and cluster facts: 12\n" in out
+    assert "9 errors, 3 warnings; 12 cluster findings (below)." in out
+    assert "\nNode and cluster facts: 11\n" in out
     assert "  error   node-gpu-unhealthy: node train-2: nvidia.com/gpu capacity 8, " \
            "allocatable 7" in out

@@ -56,9 +56,6 @@ class ClusterChecks:
         self._pending: list[PendingPod] | None = None
         self.pending_total = 0
 
-    def daemonset(self, obj: Mapping[str, Any], namespace: str, name: str) -> None:
-        self.view.add_daemonset(obj, namespace, name)
-
     def hold(self, pod: Mapping[str, Any]) -> None:
         """A pod that holds what it requests on its node (any namespace, any shard)."""
         self.occupancy.add_pod(pod)

@@ -420,8 +420,6 @@ def audit_one(obj: dict[str, Any], kind: str, context: Context, collector: Colle
         collector.failed(ref, exc)
         return
     collector.add(ref, decision)
-    if kind == "DaemonSet":
-        checks.daemonset(obj, namespace, ref.name)
     if kind == "Pod":
         checks.pod(obj, namespace, ref.name, decision.gpu, judged=bool(decision.policies))
         if decision.gpu and locate is not None and places is not None:
