@@ -121,6 +121,9 @@ class Conn(TConn):  # type: ignore[misc]
         self.data_ready = True
 
 
+DEFER_LOOK = 0.005  # seconds between looks at the board while deferring to a sibling
+
+
 class GPUWorker(ThreadWorker):  # type: ignore[misc]
     # Set by serve before the workers fork.
     plain_ports: frozenset[int] = frozenset()
@@ -288,7 +291,11 @@ class GPUWorker(ThreadWorker):  # type: ignore[misc]
 
     def wait_for_and_dispatch_events(self, timeout: float) -> None:
         # Deferring, look at the board again soon: a sibling that caught up says so only there.
-        super().wait_for_and_dispatch_events(min(timeout, 0.05) if self.deferring else timeout)
+        # Two workers can each read the other as holding fewer (the board changes between the
+        # reads) and both stop accepting: connections then wait in the backlog until one looks
+        # again, so a deferring worker looks often (a few microseconds a look).
+        super().wait_for_and_dispatch_events(min(timeout, DEFER_LOOK) if self.deferring
+                                             else timeout)
         if self.deferring:
             self._spread()
 
