@@ -18,7 +18,7 @@ import gc
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISDIR, S_ISREG
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from policies import yamlpos
 from policies.decision import PatchOp
 from policies.paths import FieldPath, to_display, to_pointer
+from webhook import cores
 from webhook.commands import options
 from webhook.inputs import discover, sources
 from webhook.inputs.discover import Target
@@ -130,8 +131,6 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     except (UsageError, sources.SourceError) as exc:
         stderr.write(f"gpupolicy lint: {exc}\n")
         return 2
-    # helm and kustomize run (their own processes, on other cores) while the files are read
-    renders = start_renders(collected.targets, args)
     loaded: list[tuple[str, bytes]] = []
     unreadable = False
     for name, raw in collected.inputs:
@@ -140,17 +139,30 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         except sources.SourceError as exc:  # the other files are still linted
             stderr.write(f"gpupolicy lint: {exc}\n")
             unreadable = True
-    # While the tools run, the files are linted with the context the files give: kept when
-    # the tools' output adds nothing to it (no Namespace, policy, node… among it), as is
-    # usual; else linted again once it is in.
+    # The files are linted on every core, while helm and kustomize run in their own
+    # processes (the children are forked first: a fork copies only the thread that makes it).
+    # Each linter takes the context the files give; that result is kept when the tools'
+    # output adds nothing to it (no Namespace, policy, node… among it), as is usual; else
+    # the files are linted again once it is in.
+    queue: cores.Queue | None = None
+    children: list[Callable[[], list[tuple[int, Linted]] | None]] = []
+    count = cores.helpers(sum(len(raw) for _, raw in loaded), SHARE_BYTES)
+    if count:
+        import_for_all(loaded)
+        queue = shared = cores.Queue(len(loaded))
+        children = cores.fork(count, lambda: lint_taken(shared, loaded, args))
+    renders = start_renders(collected.targets, args)
     early: tuple[Any, Result, list[str]] | None = None
-    if renders:
-        try:
-            context = sources.build_context(args, documents_among(loaded, args.namespace))[0]
-        except (sources.SourceError, PolicyLoadError):
-            pass  # said below, with the whole input
-        else:
-            early = (context, *lint_files(loaded, context, collected.notes, args))
+    try:
+        context = sources.build_context(args, documents_among(loaded, args.namespace))[0]
+    except (sources.SourceError, PolicyLoadError):  # said below, with the whole input
+        for child in children:
+            child()
+    else:
+        early = (context, *lint_files(loaded, context, collected.notes, args, queue, children))
+    finally:
+        if queue is not None:
+            queue.close()
     rendered: list[tuple[Target, bytes, Path | None]] = []
     for target, running in renders:
         try:
@@ -191,29 +203,82 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return 2 if unreadable or not_fixed else status
 
 
+# Less input than this per core is linted in one process: a fork and its answer cost more.
+SHARE_BYTES = 256 * 1024
+
+
+Linted = tuple[Result, list[str]]  # a file's findings, and what to say of it on stderr
+
+
 def lint_files(loaded: list[tuple[str, bytes]], context: Any, notes: list[str],
-               args: argparse.Namespace) -> tuple[Result, list[str]]:
-    """The files' findings (a new Result, with `notes`), and what to say on stderr."""
-    result = Result(notes=list(notes))
-    said: list[str] = []
+               args: argparse.Namespace, queue: cores.Queue | None = None,
+               children: Sequence[Callable[[], list[tuple[int, Linted]] | None]] = ()
+               ) -> Linted:
+    """The files' findings (a new Result, with `notes`), and what to say on stderr. With a
+    `queue`, this process lints the files it takes from it, and `children` (lint_taken,
+    forked) the others; what a failed child took is linted here."""
+    by_file: dict[int, Linted] = {}
     with heap_frozen():  # what lives on (imports, context) is not walked again
-        for name, raw in loaded:
-            # one document at a time: a stream of 100k documents is linted in constant memory
-            start = len(result.findings)
-            lint_stream(name, yamlpos.iter_stream(raw), context, result, namespace=args.namespace,
-                        show_mutations=args.show_mutations and not args.fix,
-                        skip_non_manifest=name != args.stdin_filename)
-            placed = helm.rendered(raw)
-            if placed:  # Helm output: point at the chart's template files
-                result.findings[start:] = helm.place_all(result.findings[start:], placed)
-                # the files checked are the templates (JUnit: no empty suite for the stream)
-                found = [p for p in placed.paths if p is not None]
-                if found:
-                    result.files[-1:] = list(dict.fromkeys(found))
-                for chart in sorted(placed.missing):
-                    said.append(f"gpupolicy lint: {name}: helm chart {chart!r} not found "
-                                f"under {Path.cwd()}: its findings stay at the rendered lines "
-                                "(lint from the folder that holds the chart)\n")
+        if queue is not None:
+            by_file.update((i, lint_file(*loaded[i], context, args)) for i in queue.take())
+        for child in children:
+            by_file.update(child() or ())
+        for i, (name, raw) in enumerate(loaded):
+            if i not in by_file:
+                by_file[i] = lint_file(name, raw, context, args)
+    return merged([(Result(notes=list(notes)), []), *(by_file[i] for i in range(len(loaded)))])
+
+
+def import_for_all(loaded: list[tuple[str, bytes]]) -> None:
+    """What every forked child would otherwise import for itself, imported once before they
+    are: the CEL compiler, which DRA objects' selectors load (~10 ms a process)."""
+    if any(b"resource.k8s.io/" in raw for _, raw in loaded):
+        import policies.dra.cel  # noqa: F401
+
+
+def lint_taken(queue: cores.Queue, loaded: list[tuple[str, bytes]],
+               args: argparse.Namespace) -> list[tuple[int, Linted]]:
+    """In a forked child: the files it takes from `queue`, with the context all the files
+    give."""
+    context = sources.build_context(args, documents_among(loaded, args.namespace))[0]
+    with heap_frozen():
+        return [(i, lint_file(*loaded[i], context, args)) for i in queue.take()]
+
+
+def lint_file(name: str, raw: bytes, context: Any, args: argparse.Namespace) -> Linted:
+    """One file's findings, and what to say of it on stderr."""
+    result = Result()
+    said: list[str] = []
+    # one document at a time: a stream of 100k documents is linted in constant memory
+    lint_stream(name, yamlpos.iter_stream(raw), context, result, namespace=args.namespace,
+                show_mutations=args.show_mutations and not args.fix,
+                skip_non_manifest=name != args.stdin_filename,
+                keep_edits=args.fix or args.fix_dry_run)
+    placed = helm.rendered(raw)
+    if placed:  # Helm output: point at the chart's template files
+        result.findings = helm.place_all(result.findings, placed)
+        # the files checked are the templates (JUnit: no empty suite for the stream)
+        found = [p for p in placed.paths if p is not None]
+        if found:
+            result.files[-1:] = list(dict.fromkeys(found))
+        for chart in sorted(placed.missing):
+            said.append(f"gpupolicy lint: {name}: helm chart {chart!r} not found "
+                        f"under {Path.cwd()}: its findings stay at the rendered lines "
+                        "(lint from the folder that holds the chart)\n")
+    return result, said
+
+
+def merged(parts: Iterable[Linted]) -> Linted:
+    """The results of the files, in their order, as one."""
+    result, said = Result(), []
+    for more, more_said in parts:
+        result.findings += more.findings
+        result.edits.update(more.edits)  # each file's own
+        result.files += more.files
+        result.notes += more.notes
+        result.documents += more.documents
+        result.unfixable += more.unfixable
+        said += more_said
     return result, said
 
 
@@ -430,11 +495,13 @@ def lint_stream(
     skip_non_manifest: bool = False,
     overlay: kustomize.Overlay | None = None,
     editable: bool = True,
+    keep_edits: bool = True,
 ) -> None:
     """Lint one file's stream into `result`. With `skip_non_manifest`, a file that reads
     cleanly and holds no Kubernetes object (a values file, a CI workflow) is skipped with a
     note; one the reader refuses is reported whatever it was meant to be (it cannot be told).
-    `overlay`: a rendered overlay, whose findings go to the files that define each object."""
+    `overlay`: a rendered overlay, whose findings go to the files that define each object.
+    `keep_edits`: keep each mutated object for --fix (the bulk of a result otherwise)."""
     from policies.engine import namespace_of, review
 
     result.files.append(name)
@@ -502,8 +569,9 @@ def lint_stream(
                     ))
                     paths.append(u.path)
                 if decision.ops and editable:
-                    result.edits.setdefault(name, []).append(
-                        Edit(doc.index, prefix, decision.ops, decision.mutated))
+                    if keep_edits:  # the objects after the patch: what --fix writes
+                        result.edits.setdefault(name, []).append(
+                            Edit(doc.index, prefix, decision.ops, decision.mutated))
                 elif decision.ops and name not in result.unfixable:
                     result.unfixable.append(name)
                 if decision.ops and show_mutations:
