@@ -28,7 +28,8 @@ in this process): what the default path costs over --no-render must be no more t
 Targets (issue 4): corpus <= 1.0 s, >= 10x faster than checkov, peak RSS <= 200 MB,
 one small file <= 300 ms; (issue 19) corpus <= 1.5x its floor, one small file <= 1.5x its
 floor, both within 1.25x of the last release's peak RSS; (issue 31) corpus <= 1.25x the
-CSafeLoader floor, one small file <= 1.3x the floor with a model, the default path's extra
+CSafeLoader floor, one small file <= 1.3x the floor with a model (replacing issue 19's
+floor without one, which is printed for information), the default path's extra
 over --no-render <= the time of the tools it runs. main() returns 1 when a target is missed.
 """
 
@@ -287,10 +288,6 @@ def run(files: list[Path], tmp: Path) -> int:
          rendered.seconds - ours.seconds <= tools.seconds,
          f"{(rendered.seconds - ours.seconds) * 1000:+.0f} ms over --no-render, the tools "
          f"{tools.seconds * 1000:.0f} ms ({tool_names}, one after the other)"),
-        (f"one small file <= {FLOOR_RATIO}x the import floor",
-         small.seconds <= FLOOR_RATIO * import_floor.seconds,
-         f"{small.seconds / import_floor.seconds:.2f}x ({import_floor.seconds:.3f} s; "
-         f"{small.seconds / model_floor.seconds:.2f}x the floor with a model)"),
     ]
     if old:
         for mine, theirs in zip((ours, small), old, strict=True):
@@ -306,6 +303,10 @@ def run(files: list[Path], tmp: Path) -> int:
     if checkov is not None:
         ratio = checkov.seconds / ours.seconds
         checks.append((">= 10x faster than checkov", ratio >= 10, f"{ratio:.1f}x"))
+    # Issue 19's one-file target against the floor that builds no model: superseded by issue
+    # 31's, against the floor that does (policies stay pydantic models), and shown for it.
+    print(f"  info one small file / the import floor without a model: "
+          f"{small.seconds / import_floor.seconds:.2f}x ({import_floor.seconds:.3f} s)")
     failed = 0
     for label, ok, value in checks:
         print(f"  {'ok  ' if ok else 'MISS'} {label}: {value}")

@@ -25,7 +25,7 @@ from webhook.cluster.kinds import audited_kind
 from webhook.commands import audit, lint
 from webhook.http.admission import shape_warnings
 from webhook.http.server import create_app
-from webhook.inputs import sources
+from webhook.inputs import reading, sources
 from webhook.inputs.state import State
 from webhook.output.findings import MUTATION, UNRESOLVED
 from webhook.output.progress import Progress
@@ -60,7 +60,7 @@ class Doors:
     def lint(self, path: Path, namespace: str | None) -> dict[int, tuple[bool, set[str]]]:
         """Verdict per document index."""
         result = lint.Result()
-        lint.lint_stream(str(path), sources.read_stream(path), self.context, result,
+        lint.lint_stream(str(path), reading.read_stream(path), self.context, result,
                          namespace=namespace)
         out: dict[int, tuple[bool, set[str]]] = {}
         for f in result.findings:
@@ -111,7 +111,7 @@ def _label(obj: dict[str, Any], namespace: str) -> str:
 
 def _agree(doors: Doors, path: Path, namespace: str | None) -> Iterator[str]:
     """Every disagreement between the doors on one file, as a line."""
-    stream = sources.read_stream(path)
+    stream = reading.read_stream(path)
     linted = doors.lint(path, namespace)
     audited = doors.audit(path) if namespace is None else {}
     # what the reader refuses (a repeated key...) is refused by the doors that read files
@@ -180,7 +180,7 @@ def test_the_webhook_warns_what_the_decision_says(case: Case) -> None:
 @pytest.mark.corpus
 def test_every_door_agrees_on_the_corpus(corpus_dir: Path) -> None:
     doors = Doors(sources.build_context(_Args(), None)[0])
-    files = [p for p in sorted(corpus_dir.rglob("*")) if p.suffix in sources.SUFFIXES]
+    files = [p for p in sorted(corpus_dir.rglob("*")) if p.suffix in reading.SUFFIXES]
     problems = [f"{path}: {line}" for path in files for line in _agree(doors, path, None)]
     assert problems == [], "\n".join(problems[:20])
 

@@ -19,7 +19,7 @@ from tests.cluster.fakeapi import FakeAPIServer
 from tests.lint import sarif_rules
 from webhook.cli import run as cli
 from webhook.cluster.kinds import BUILT_IN, CUSTOM, audited_kind
-from webhook.inputs import sources
+from webhook.inputs import reading
 
 DATA = Path(__file__).parent / "data"
 NODES = DATA / "nodes.yaml"
@@ -54,8 +54,8 @@ def corpus_objects(corpus: Path) -> list[dict[str, Any]]:
         if file.suffix not in (".yaml", ".yml", ".json") or "admissionreview" in file.parts:
             continue
         try:
-            docs = list(sources.read_objects(file))
-        except sources.SourceError:
+            docs = list(reading.read_objects(file))
+        except reading.SourceError:
             continue  # the linter's own tests cover unreadable files
         for obj in docs:
             meta = obj.get("metadata")
@@ -72,7 +72,7 @@ def corpus_objects(corpus: Path) -> list[dict[str, Any]]:
 
 
 def _nodes() -> list[dict[str, Any]]:
-    return list(sources.read_objects(NODES))
+    return list(reading.read_objects(NODES))
 
 
 def _load(server: FakeAPIServer, objects: list[dict[str, Any]]) -> None:
@@ -124,7 +124,7 @@ def test_offline_audit_equals_live_audit(corpus_cluster):
 
 
 def _namespaces_in(dump: Path) -> int:
-    return sum(1 for o in sources.read_objects(dump) if o.get("kind") == "Namespace")
+    return sum(1 for o in reading.read_objects(dump) if o.get("kind") == "Namespace")
 
 
 def _pod(name: str, ns: str = "team-a", *, node: str | None = None, gpus: int = 1,
@@ -488,7 +488,7 @@ GENERATED = _claim("train-0-gpu-x7k2p", 16, annotations={
 
 
 def _dra_cluster() -> list[dict[str, Any]]:
-    return [namespace("team-a"), *sources.read_objects(DRA),
+    return [namespace("team-a"), *reading.read_objects(DRA),
             _claim("sixteen", 16, template=True), _claim("shared", 2), GENERATED,
             _claiming_pod("train-0", "sixteen"), _claiming_pod("ok", "sixteen", node="h100-1",
                                                               phase="Running")]
@@ -558,7 +558,7 @@ def test_a_cluster_without_the_dra_api_has_no_claims_and_no_error(api_server, ku
 )
 def test_pending_pods_whose_claims_cannot_be_allocated_say_pool_and_why(api_server, kubeconfig,
                                                                         template, expect):
-    _load(api_server, [namespace("team-a"), *sources.read_objects(DRA), template,
+    _load(api_server, [namespace("team-a"), *reading.read_objects(DRA), template,
                        _claiming_pod("waits", "big"), _pod("cpu", phase="Pending", gpus=0)])
     report = audit_json("--kubeconfig", kubeconfig)
     pending = report["cluster"]["pendingGPUPods"]

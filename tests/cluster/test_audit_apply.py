@@ -17,7 +17,7 @@ from tests.cluster.fakeapi import FakeAPIServer
 from tests.cluster.test_audit import NODES, REPORT_SCHEMAS, SHARED, _pod, _share
 from webhook.cli import run as cli
 from webhook.cluster.shards import shard_of
-from webhook.inputs import sources
+from webhook.inputs import reading
 from webhook.output import audit_report
 
 # format -> (apiVersion, namespaced kind, cluster kind)
@@ -41,7 +41,7 @@ def _install(server: FakeAPIServer, *fmts: str) -> None:
 def _cluster(server: FakeAPIServer, teams: dict[str, int]) -> None:
     """Namespaces with that many refused pods (2 GPUs each under a 1-GPU policy)."""
     server.add_all([gpupolicy("max-one", rules={"maxGPUsPerPod": 1}),
-                    *sources.read_objects(NODES)])
+                    *reading.read_objects(NODES)])
     for team, bad in teams.items():
         server.add(namespace(team))
         server.add_all(_pod(f"p{i:03}", team, node="a100-1", gpus=2) for i in range(bad))
@@ -266,7 +266,7 @@ def test_shard_0_counts_every_shards_pods_on_a_shared_gpu(api_server, kubeconfig
     first = [t for t in names if shard_of(t, 2) == 0]
     second = [t for t in names if shard_of(t, 2) == 1]
     teams = [first[0], second[0], second[1]]  # one pod each, on one GPU: 3 > 2
-    api_server.add_all([*(namespace(t) for t in teams), *sources.read_objects(NODES),
+    api_server.add_all([*(namespace(t) for t in teams), *reading.read_objects(NODES),
                         gpupolicy("shared", **SHARED)])
     api_server.add_all({**_share(f"p{n}", "0"), "metadata": {
         **_share(f"p{n}", "0")["metadata"], "namespace": teams[n]}} for n in range(3))

@@ -17,7 +17,7 @@ from tests.cluster.conftest import gpupolicy, namespace
 from tests.cluster.fakeapi import FakeAPIServer
 from tests.cluster.test_audit import NODES, _pod
 from webhook.cli import run as cli
-from webhook.inputs import sources
+from webhook.inputs import reading
 
 PODS = "/api/v1/pods"
 MAX_ONE = {"rules": {"maxGPUsPerPod": 1}}
@@ -31,7 +31,7 @@ def _cli(*argv: str) -> tuple[int, str, str]:
 
 def _cluster(server: FakeAPIServer, namespaces: int = 10, pods: int = 11) -> None:
     """`namespaces` namespaces of `pods` pods each, every pod asking for 2 GPUs (refused)."""
-    server.add_all([gpupolicy("max-one", **MAX_ONE), *sources.read_objects(NODES)])
+    server.add_all([gpupolicy("max-one", **MAX_ONE), *reading.read_objects(NODES)])
     for n in range(namespaces):
         server.add(namespace(f"team-{n}"))
         server.add_all(_pod(f"p{i:02}", f"team-{n}", node="a100-1", gpus=2)

@@ -11,7 +11,7 @@ import yaml
 
 from tests.cluster.conftest import gpupolicy, namespace
 from tests.cluster.test_audit import NODES, _load, _nodes, gpupolicy_cli
-from webhook.inputs import sources
+from webhook.inputs import reading
 
 TOLERATE = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
@@ -230,13 +230,13 @@ def test_a_claim_from_a_file_per_node_group(tmp_path, case):
 @pytest.mark.parametrize("case", list(CLAIM_CASES))
 def test_a_claim_in_the_cluster_gives_the_same_answer(api_server, kubeconfig, tmp_path, case):
     obj = CLAIM_CASES[case][0]
-    _load(api_server, [namespace("ml"), *sources.read_objects(DRA), obj])
+    _load(api_server, [namespace("ml"), *reading.read_objects(DRA), obj])
     plural = "resourceclaimtemplates" if obj["kind"] == "ResourceClaimTemplate" else \
         "resourceclaim"  # the plural and the kind both name it, as for kubectl
     code, out, err = gpupolicy_cli("explain", f"{plural}/ml/{obj['metadata']['name']}",
                                    "--kubeconfig", kubeconfig, "-o", "json")
     assert code == CLAIM_CASES[case][1], err
-    _, offline = _explain_file(tmp_path, [obj, *sources.read_objects(DRA)])
+    _, offline = _explain_file(tmp_path, [obj, *reading.read_objects(DRA)])
     assert json.loads(out) == offline
 
 
@@ -286,7 +286,7 @@ def test_claim_without_dra_inventory_says_what_is_missing(tmp_path):
 def test_a_pod_with_a_claim_in_the_cluster_names_pool_and_request(api_server, kubeconfig):
     template = claim("four", gpus(4), template=True)
     worker = pod("w", {}, resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "four"}])
-    _load(api_server, [namespace("ml"), *sources.read_objects(DRA), template, worker])
+    _load(api_server, [namespace("ml"), *reading.read_objects(DRA), template, worker])
     code, out, err = gpupolicy_cli("explain", "ml/w", "--kubeconfig", kubeconfig)
     assert code == 0, err
     assert "pool NVIDIA-H100-80GB-HBM3 (1 node, NVIDIA-H100-80GB-HBM3): fits" in out

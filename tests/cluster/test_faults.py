@@ -27,7 +27,7 @@ from webhook.cluster.client import WatchCache, WatchSettings
 from webhook.cluster.watch import ClusterSources
 from webhook.http.metrics import Metrics, exposition
 from webhook.inputs import sources
-from webhook.inputs.sources import labels_of
+from webhook.inputs.reading import labels_of
 from webhook.inputs.state import State
 
 POLICIES = "/apis/gpupolicy.io/v1alpha1/gpupolicies"

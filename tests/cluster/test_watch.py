@@ -17,7 +17,7 @@ from webhook.cluster.client import WatchCache, list_all
 from webhook.cluster.watch import ClusterSources
 from webhook.http.metrics import Metrics, exposition
 from webhook.inputs import sources
-from webhook.inputs.sources import labels_of
+from webhook.inputs.reading import labels_of
 from webhook.inputs.state import State
 
 
@@ -472,7 +472,7 @@ def test_node_templates_and_limit_ranges_follow_the_cluster(api_server, client):
     from policies.hardware import first_fit
     from policies.scheduling.request import NO_DEFAULTS
     from tests.engine.casetable import expand
-    from webhook.inputs.sources import metadata_of
+    from webhook.inputs.reading import metadata_of
 
     fixture = Path(__file__).parent.parent / "engine" / "fixtures" / "scale-from-zero.yaml"
     items = yaml.safe_load(fixture.read_text())["items"]

@@ -19,7 +19,8 @@ from policies.context import Context
 from policies.cuda import node_driver, node_runtime
 from policies.engine import review
 from tests.engine import casetable
-from webhook.inputs.sources import inventory_of, load_catalog, load_policies, read_objects
+from webhook.inputs.reading import read_objects
+from webhook.inputs.sources import inventory_of, load_catalog, load_policies
 
 pytestmark = pytest.mark.fuzz
 # The operator's-checklist rules, whose messages quote node labels: kept short whatever the

@@ -449,3 +449,34 @@ def test_a_namespace_an_overlay_renders_counts_for_the_plain_files_too(tmp_path:
     assert run.code == 0, run.err
     found = {(f["file"], f["rule"]) for f in json.loads(run.out)["findings"]}
     assert ("pod.yaml", "gpu-max-per-container") in found  # the `audited` policy, by label
+
+
+# A lint of the repository in its own process; each tool's start notes whether the engine
+# (pydantic, which its policies are built with) was loaded yet.
+STARTS = """
+import sys
+from webhook import cli
+from webhook.inputs import render
+real = render.Running.__init__
+def started(self, argv, what, **kw):
+    print(what, "with the engine" if "pydantic" in sys.modules else "before the engine",
+          file=sys.__stdout__)
+    real(self, argv, what, **kw)
+render.Running.__init__ = started
+import io
+cli.run(["lint", sys.argv[1]], io.StringIO(), io.StringIO())
+"""
+
+
+def test_tools_start_before_the_engine_is_imported() -> None:
+    """helm and kustomize run beside the engine's import (their own processes, on the other
+    cores), not after it."""
+    import subprocess
+
+    env = {**os.environ, "PATH": f"{ROOT / 'tools' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    tool("helm"), tool("kubectl")
+    done = subprocess.run([sys.executable, "-c", STARTS, str(REPO)], capture_output=True,
+                          text=True, cwd=ROOT, env=env, timeout=120, check=True)
+    assert sorted(done.stdout.splitlines()) == [
+        "helm template before the engine", "kustomize build before the engine",
+        "kustomize build before the engine"]

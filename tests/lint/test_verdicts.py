@@ -18,7 +18,7 @@ from policies.paths import to_display
 from tests.engine.casetable import Case, context_for, load_cases, pointer_get
 from tests.lint.helpers import MANIFESTS, POLICIES, gpupolicy
 from webhook.commands import lint
-from webhook.inputs import sources
+from webhook.inputs import reading, sources
 from webhook.output.findings import UNRESOLVED
 from webhook.output.fix import fix_text
 
@@ -81,7 +81,7 @@ def _assert_points_at(
 def _review_file(path: Path, context: Any) -> Counter[tuple[str, str, str, str]]:
     """What `gpupolicy review` decides for a file: PyYAML's documents, Lists flattened."""
     out: Counter[tuple[str, str, str, str]] = Counter()
-    for obj in sources.stream_objects(sources.read_stream(path)):
+    for obj in reading.stream_objects(reading.read_stream(path)):
         if not lint.is_kubernetes_object(obj):
             continue
         decision = review(obj, context, namespace=namespace_of(obj, None))
@@ -93,7 +93,7 @@ def _review_file(path: Path, context: Any) -> Counter[tuple[str, str, str, str]]
 @pytest.mark.corpus
 def test_lint_matches_review_on_the_corpus(corpus_dir: Path) -> None:
     context = Context(policies=sources.load_policies(), catalog=sources.load_catalog())
-    files = sorted(p for p in corpus_dir.rglob("*") if p.suffix in sources.SUFFIXES)
+    files = sorted(p for p in corpus_dir.rglob("*") if p.suffix in reading.SUFFIXES)
     total = 0
     for path in files:
         result = lint.Result()

@@ -26,7 +26,8 @@ from tests.server import contract, harness
 from tests.server.harness import Server, envelope, make_request
 from tests.server.test_reload import wait_for
 from webhook.http.admission import audit_key
-from webhook.inputs.sources import BUNDLED_POLICIES, manifest_files
+from webhook.inputs.reading import manifest_files
+from webhook.inputs.sources import BUNDLED_POLICIES
 from webhook.inputs.state import without_quotas
 
 NO_POLICY = ("apiVersion: gpupolicy.io/v1alpha1\nkind: GPUPolicy\n"

@@ -19,7 +19,7 @@ from policies.engine import namespace_of
 from policies.paths import FieldPath
 from policies.workloads import WORKLOAD_KINDS, KindTable, unlisted_pod_template
 from webhook.cluster.kinds import audited_kind, node_facts
-from webhook.inputs import sources
+from webhook.inputs import reading, sources
 from webhook.output.progress import Progress
 
 Warn = Callable[[str], None]
@@ -59,7 +59,7 @@ class FileSource:
                     self.given[stdin_name] = stdin or b""
                     self.files.append(Path(stdin_name))
                 continue
-            self.files.extend(sources.manifest_files(Path(path)))  # raises SourceError
+            self.files.extend(reading.manifest_files(Path(path)))  # raises SourceError
         self.unreadable: dict[str, str] = {}  # file -> why
         self.failures: dict[str, str] = {}  # a file that cannot be read is named, not fatal
         self.problems: list[tuple[str, yamlpos.SyntaxProblem]] = []
@@ -72,7 +72,7 @@ class FileSource:
         for file in self.files:
             try:
                 raw = self._read(file)
-            except sources.SourceError:
+            except reading.SourceError:
                 continue  # reported by the workload pass
             if not any(k.encode() in raw for k in sources.CLUSTER_KINDS):
                 continue
@@ -88,13 +88,13 @@ class FileSource:
 
     def _read(self, file: Path) -> bytes:
         given = self.given.get(str(file))
-        return given if given is not None else sources.read_bytes(file)
+        return given if given is not None else reading.read_bytes(file)
 
     def workloads(self, progress: Progress, unavailable: dict[str, str]) -> Batches:
         for file in self.files:
             try:
                 raw = self._read(file)
-            except sources.SourceError as exc:
+            except reading.SourceError as exc:
                 self.unreadable[str(file)] = str(exc).removeprefix(f"{file}: ")
                 continue
             for item in yamlpos.iter_stream(raw):  # one document at a time

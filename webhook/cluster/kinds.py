@@ -13,7 +13,7 @@ from typing import Any
 
 from policies.engine import is_claim
 from policies.workloads import WORKLOAD_KINDS, KindTable, WorkloadKind, locations_for
-from webhook.inputs import sources
+from webhook.inputs import reading
 
 GROUP, VERSION, PLURAL = "gpupolicy.io", "v1alpha1", "gpupolicies"
 DRA_GROUP, DRA_VERSION = "resource.k8s.io", "v1"  # GA since Kubernetes 1.34
@@ -139,7 +139,7 @@ def node_facts(obj: dict[str, Any]) -> dict[str, Any]:
     meta, spec, status = (_mapping(obj.get(k)) for k in ("metadata", "spec", "status"))
     return {
         "kind": "Node",
-        "metadata": {"name": meta.get("name"), "labels": sources.labels_of(obj)},
+        "metadata": {"name": meta.get("name"), "labels": reading.labels_of(obj)},
         "spec": {"taints": spec.get("taints") or [],
                  "unschedulable": bool(spec.get("unschedulable"))},
         "status": {"allocatable": status.get("allocatable") or {},

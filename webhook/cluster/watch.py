@@ -59,7 +59,7 @@ from webhook.cluster.kinds import (
     VERSION,
     node_facts,
 )
-from webhook.inputs import sources
+from webhook.inputs import reading
 from webhook.inputs.sources import Invalid, claim_entry, gpupolicy, inventory_of
 
 log = logging.getLogger("gpupolicy.cluster")
@@ -144,7 +144,7 @@ class ClusterSources:
                               on_change=functools.partial(self._mark, name),
                               on_event=functools.partial(self._health, name))
 
-        self.namespaces = cache("namespaces", core.list_namespace, sources.labels_of)
+        self.namespaces = cache("namespaces", core.list_namespace, reading.labels_of)
         self.nodes = cache("nodes", core.list_node, node_facts)
         self.policies = cache(
             "gpupolicies",

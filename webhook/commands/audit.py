@@ -43,7 +43,7 @@ from webhook.cluster.files import FileSource, Locator, Source
 from webhook.cluster.kinds import REPORT_CHOICES
 from webhook.cluster.shards import parse_shard, shard_of
 from webhook.commands import options
-from webhook.inputs import sources
+from webhook.inputs import reading, sources
 from webhook.output.audit_report import (
     FORMATS,
     Collector,
@@ -72,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "- for standard input")
     parser.add_argument("--stdin-filename", metavar="NAME", default=options.STDIN_NAME,
                         help="file name to report for standard input")
-    sources.add_source_arguments(parser)
+    reading.add_source_arguments(parser)
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="cluster to audit (default: in-cluster config, else ~/.kube/config)")
     parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
@@ -183,7 +183,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                           thresholds=thresholds, pools=pools, now=args.now)
         if only:
             collector.cluster_report = False
-    except (ClusterError, sources.SourceError, PolicyLoadError) as exc:
+    except (ClusterError, reading.SourceError, PolicyLoadError) as exc:
         warn(str(exc))
         if args.apply:
             failed_line(args, stdout, [str(exc)], started)
@@ -376,7 +376,7 @@ def audit(source: Source, context: Context, progress: Progress, *,
             if count > 1 and shard_of(namespace_of(obj, None), count) != index:
                 if kind == "Pod":  # what it holds on its node counts in every shard
                     checks.hold(obj)
-                    name = str(sources.metadata_of(obj).get("name") or "?")
+                    name = str(reading.metadata_of(obj).get("name") or "?")
                     if index == 0:  # the cluster report counts shared GPUs
                         checks.view.add_pod(obj, namespace_of(obj, None), name)
                     if pools is not None:  # a pool is every pod on its nodes, any shard's
@@ -399,7 +399,7 @@ Places = dict[tuple[str, str], tuple[str, int, int]]
 def audit_one(obj: dict[str, Any], kind: str, context: Context, collector: Collector,
               checks: ClusterChecks, locate: Locator = None,
               places: Places | None = None) -> None:
-    meta = sources.metadata_of(obj)
+    meta = reading.metadata_of(obj)
     if _owned(kind, meta):
         collector.skipped[kind] += 1
         return

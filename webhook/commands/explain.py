@@ -34,7 +34,7 @@ from policies.workloads import unlisted_pod_template
 from webhook.cluster.errors import ClusterError
 from webhook.cluster.kinds import BUILT_IN, CUSTOM, PODS, discovered_kinds
 from webhook.commands import options
-from webhook.inputs import sources
+from webhook.inputs import reading, sources
 from webhook.output import report
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a manifest file (- for stdin), or a workload or claim in the "
                              "cluster (a Pod by default; e.g. deployment/ml/train, "
                              "resourceclaimtemplate/ml/one-gpu)")
-    sources.add_source_arguments(parser)
+    reading.add_source_arguments(parser)
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="cluster to read the workload, nodes and namespaces from")
     parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
     try:
         objects, context, scheduler, nodes = _load(args, warn)
-    except (ClusterError, sources.SourceError, PolicyLoadError) as exc:
+    except (ClusterError, reading.SourceError, PolicyLoadError) as exc:
         warn(str(exc))
         return 2
     answers = [answer(obj, context, args.namespace, scheduler.get(id(obj), ""))
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if unfit and not nodes and getattr(args, "inventory", None):
         try:  # the nodes of the --inventory file (read again: only for a pod that fits nowhere)
             nodes = sources.read_cluster_file(args.inventory).nodes
-        except sources.SourceError:
+        except reading.SourceError:
             nodes = []
     broken = node_errors(context, nodes) if unfit and nodes else []
     members = {p.name: p.node_names for p in (
@@ -118,14 +118,14 @@ def node_errors(context: Context, nodes: list[dict[str, Any]]) -> list[dict[str,
 def _load(args: argparse.Namespace, warn: Any) -> tuple[list[dict[str, Any]], Context,
                                                         dict[int, str], list[dict[str, Any]]]:
     if _is_file(args.target):
-        raw = sys.stdin.buffer.read() if args.target == "-" else sources.read_bytes(args.target)
+        raw = sys.stdin.buffer.read() if args.target == "-" else reading.read_bytes(args.target)
         stream = yamlpos.read_stream(raw)
         if stream.problems:
             p = stream.problems[0]
-            raise sources.SourceError(f"{args.target}:{p.line}:{p.column}: {p.message}")
+            raise reading.SourceError(f"{args.target}:{p.line}:{p.column}: {p.message}")
         found = sources.ClusterObjects(namespace=args.namespace or "default")
         every = []
-        for obj in sources.stream_objects(stream):
+        for obj in reading.stream_objects(stream):
             found.add(obj)
             every.append(obj)
         context, warnings = sources.build_context(args, found)
@@ -229,7 +229,7 @@ def scheduler_message(obj: dict[str, Any]) -> str:
 def answer(obj: dict[str, Any], context: Context, namespace: str | None,
            scheduler: str) -> dict[str, Any]:
     ns = namespace_of(obj, namespace)
-    meta = sources.metadata_of(obj)
+    meta = reading.metadata_of(obj)
     claim = is_claim(obj)
     view = claim_view(obj, context, ns) if claim else None
     skipped = None if claim else unlisted_pod_template(obj, context.workload_kinds)

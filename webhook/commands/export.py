@@ -37,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from policies.loading import PolicyLoadError
     from policies.native.build import export
-    from webhook.inputs.sources import SourceError, load_policies
+    from webhook.inputs.reading import SourceError
+    from webhook.inputs.sources import load_policies
     try:
         policies = load_policies(args.policies)
     except (SourceError, PolicyLoadError) as exc:

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 from policies import yamlpos
 from policies.decision import PatchOp
 from policies.paths import FieldPath, to_display, to_pointer
-from webhook import cores
+from webhook import cores, heap
 from webhook.commands import options
-from webhook.inputs import discover, sources
+from webhook.inputs import discover, reading
 from webhook.inputs.discover import Target
 from webhook.output import findings, helm, report
 from webhook.output.findings import ENGINE_ERROR, MUTATION, UNRESOLVED
@@ -38,22 +38,24 @@ from webhook.output.findings import Finding as ReportFinding
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
+    from webhook.inputs import sources
+    from webhook.inputs.render import RenderError, Running
     from webhook.output import kustomize
 
 STDIN = "-"
 # What the files holding a CONTEXT_KINDS document contain: a file without one of these strings
 # (ResourceClaimTemplate is found by ResourceClaim) is not read ahead, nor one where they are
 # only part of a longer name (`targetNamespace`, `NamespaceSelector`).
-_CONTEXT_MARKS = tuple(kind.encode() for kind in sources.CONTEXT_KINDS
-                       if not any(k != kind and k in kind for k in sources.CONTEXT_KINDS))
+_CONTEXT_MARKS = tuple(kind.encode() for kind in reading.CONTEXT_KINDS
+                       if not any(k != kind and k in kind for k in reading.CONTEXT_KINDS))
 _CONTEXT_WORD = re.compile(rb"(?<![\w-])(?:%s)(?![\w-])" % b"|".join(
-    re.escape(kind.encode()) for kind in sources.CONTEXT_KINDS))
+    re.escape(kind.encode()) for kind in reading.CONTEXT_KINDS))
 # apiVersion groups of files that build manifests rather than being ones
 BUILD_API_GROUPS = ("kustomize.config.k8s.io/", "config.kubernetes.io/")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from webhook.inputs.sources import add_source_arguments
+    from webhook.inputs.reading import add_source_arguments
 
     parser.add_argument("paths", nargs="*", metavar="PATH",
                         help="files or directories (recursive: *.yaml, *.yml, *.json; a folder "
@@ -119,7 +121,6 @@ class UsageError(Exception):
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    from policies.loading import PolicyLoadError
     from webhook.inputs.render import RenderError
 
     options.merge_files(args)
@@ -128,22 +129,28 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             raise UsageError("--fix cannot write to standard input; use --fix-dry-run")
         collected = collect(args.paths, stdin_name=args.stdin_filename, exclude=args.exclude,
                             render=not args.no_render)
-    except (UsageError, sources.SourceError) as exc:
+    except (UsageError, reading.SourceError) as exc:
         stderr.write(f"gpupolicy lint: {exc}\n")
         return 2
+    # helm and kustomize start before the engine is imported, and run (their own processes,
+    # on the other cores) while it is
+    spawned = spawn_tools(collected.targets, args)
+    sources = heap.import_frozen("webhook.inputs.sources")
+    from policies.loading import PolicyLoadError
+
     loaded: list[tuple[str, bytes]] = []
     unreadable = False
     for name, raw in collected.inputs:
         try:
-            loaded.append((name, raw if raw is not None else sources.read_bytes(name)))
-        except sources.SourceError as exc:  # the other files are still linted
+            loaded.append((name, raw if raw is not None else reading.read_bytes(name)))
+        except reading.SourceError as exc:  # the other files are still linted
             stderr.write(f"gpupolicy lint: {exc}\n")
             unreadable = True
-    # The files are linted on every core, while helm and kustomize run in their own
-    # processes (the children are forked first: a fork copies only the thread that makes it).
-    # Each linter takes the context the files give; that result is kept when the tools'
-    # output adds nothing to it (no Namespace, policy, node… among it), as is usual; else
-    # the files are linted again once it is in.
+    # The files are linted on every core while the tools run (the linter's children are
+    # forked before any thread is started to read the tools: a fork copies only the thread
+    # that makes it). Each linter takes the context the files give; that result is kept when
+    # the tools' output adds nothing to it (no Namespace, policy, node… among it), as is
+    # usual; else the files are linted again once it is in.
     queue: cores.Queue | None = None
     children: list[Callable[[], list[tuple[int, Linted]] | None]] = []
     count = cores.helpers(sum(len(raw) for _, raw in loaded), SHARE_BYTES)
@@ -151,11 +158,11 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         import_for_all(loaded)
         queue = shared = cores.Queue(len(loaded))
         children = cores.fork(count, lambda: lint_taken(shared, loaded, args))
-    renders = start_renders(collected.targets, args)
+    renders = start_renders(collected.targets, args, spawned)
     early: tuple[Any, Result, list[str]] | None = None
     try:
         context = sources.build_context(args, documents_among(loaded, args.namespace))[0]
-    except (sources.SourceError, PolicyLoadError):  # said below, with the whole input
+    except (reading.SourceError, PolicyLoadError):  # said below, with the whole input
         for child in children:
             child()
     else:
@@ -176,7 +183,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         try:
             context, _ = sources.build_context(args, documents_among(
                 [*loaded, *((str(t.path), raw) for t, raw, _ in rendered)], args.namespace))
-        except (sources.SourceError, PolicyLoadError) as exc:
+        except (reading.SourceError, PolicyLoadError) as exc:
             stderr.write(f"gpupolicy lint: {exc}\n")
             return 2
         result, said = lint_files(loaded, context, collected.notes, args)
@@ -240,6 +247,8 @@ def lint_taken(queue: cores.Queue, loaded: list[tuple[str, bytes]],
                args: argparse.Namespace) -> list[tuple[int, Linted]]:
     """In a forked child: the files it takes from `queue`, with the context all the files
     give."""
+    from webhook.inputs import sources
+
     context = sources.build_context(args, documents_among(loaded, args.namespace))[0]
     with heap_frozen():
         return [(i, lint_file(*loaded[i], context, args)) for i in queue.take()]
@@ -314,28 +323,57 @@ def heap_frozen() -> Iterator[None]:
 RENDERS_AT_ONCE = 4
 
 
-def start_renders(targets: list[Target], args: argparse.Namespace
+def spawn_tools(targets: list[Target], args: argparse.Namespace
+                ) -> list[Running | RenderError]:
+    """The tools of the first RENDERS_AT_ONCE targets started, as processes only (no thread
+    reads them yet); a tool that cannot start is its error."""
+    from webhook.inputs.render import RenderError
+
+    spawned: list[Running | RenderError] = []
+    for target in targets[:RENDERS_AT_ONCE]:
+        try:
+            spawned.append(start_tool(target, args))
+        except RenderError as exc:
+            spawned.append(exc)
+    return spawned
+
+
+def start_renders(targets: list[Target], args: argparse.Namespace,
+                  spawned: Sequence[Running | RenderError] = ()
                   ) -> list[tuple[Target, Future[tuple[bytes, Path | None]]]]:
     """Every chart and overlay rendered in the background (RENDERS_AT_ONCE tools at a time),
-    in order. Most of their time is the tools' own, in other processes."""
+    in order, the first ones by the tools already `spawned`. Most of their time is the tools'
+    own, in other processes."""
     if not targets:
         return []
     from concurrent.futures import ThreadPoolExecutor
 
     pool = ThreadPoolExecutor(min(RENDERS_AT_ONCE, len(targets)), "render")
-    started = [(t, pool.submit(render_target, t, args)) for t in targets]
+    started = [(t, pool.submit(rendered_by, tool))
+               for t, tool in zip(targets, spawned, strict=False)]  # the first ones
+    started += [(t, pool.submit(render_target, t, args)) for t in targets[len(spawned):]]
     pool.shutdown(wait=False)  # the queued ones still run; the caller waits for each
     return started
 
 
-def render_target(target: Target, args: argparse.Namespace) -> tuple[bytes, Path | None]:
-    """The chart's or overlay's YAML, and the folder kustomize's origin paths are relative to."""
+def start_tool(target: Target, args: argparse.Namespace) -> Running:
     from webhook.inputs import render
 
     if target.kind == "helm":
-        return render.helm(target.path, values=args.helm_values, sets=args.helm_set,
-                           namespace=args.namespace), None
-    return render.kustomize(target.path)
+        return render.start_helm(target.path, values=args.helm_values, sets=args.helm_set,
+                                 namespace=args.namespace)
+    return render.start_kustomize(target.path)
+
+
+def rendered_by(tool: Running | RenderError) -> tuple[bytes, Path | None]:
+    """The chart's or overlay's YAML, and the folder kustomize's origin paths are relative to."""
+    if isinstance(tool, Exception):
+        raise tool
+    return tool.result(), tool.relative_to
+
+
+def render_target(target: Target, args: argparse.Namespace) -> tuple[bytes, Path | None]:
+    return rendered_by(start_tool(target, args))
 
 
 def lint_rendered(target: Target, raw: bytes, relative_to: Path | None, context: Any,
@@ -474,9 +512,11 @@ def _stat(path: str) -> os.stat_result | None:
 
 def documents_among(loaded: list[tuple[str, bytes]], namespace: str | None = None
                     ) -> sources.ClusterObjects:
-    """The documents of the inputs that describe the cluster (sources.CONTEXT_KINDS); only
+    """The documents of the inputs that describe the cluster (reading.CONTEXT_KINDS); only
     files that can hold one are read ahead of the rest. A claim that names no namespace is
     in `namespace` (--namespace), as the workloads beside it are."""
+    from webhook.inputs import sources
+
     return sources.context_objects((  # streamed: a large dump is never held whole
         obj for _, raw in loaded
         if any(m in raw for m in _CONTEXT_MARKS) and _CONTEXT_WORD.search(raw)
@@ -614,7 +654,7 @@ def is_kubernetes_object(obj: Any) -> bool:
 
 
 def object_label(obj: dict[str, Any], namespace: str) -> str:
-    name = sources.metadata_of(obj).get("name")
+    name = reading.metadata_of(obj).get("name")
     return f"{obj.get('kind')} {namespace}/{name or '?'}"
 
 

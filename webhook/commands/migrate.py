@@ -31,7 +31,7 @@ from policies.paths import FieldPath
 from policies.selectors import label_selector_matches
 from webhook.cluster.errors import ClusterError
 from webhook.commands import options
-from webhook.inputs import sources
+from webhook.inputs import reading, sources
 
 FORMATS = ("text", "json", "markdown")
 ALL_NODES = ""
@@ -43,7 +43,7 @@ BAD = ("breaks", "newly-refused")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", metavar="PATH",
                         help="workload files/directories (default: the live cluster)")
-    sources.add_source_arguments(parser)
+    reading.add_source_arguments(parser)
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="cluster to read (default: in-cluster config, else ~/.kube/config)")
     parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     try:
         selector = parse_label_selector(args.to_dra) if args.to_dra is not None else None
         now, target, derived, items = _load(args, selector, warn)
-    except (sources.SourceError, PolicyLoadError, SelectorError, ClusterError) as exc:
+    except (reading.SourceError, PolicyLoadError, SelectorError, ClusterError) as exc:
         warn(str(exc))
         return 2
     moves = [(item, m) for item in items
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 def _load(args: argparse.Namespace, selector: Mapping[str, Any] | None,
           warn: Any) -> tuple[Context, Context, list[str], list[Item]]:
     if args.paths:
-        files = [f for p in args.paths for f in sources.manifest_files(Path(p))]
+        files = [f for p in args.paths for f in reading.manifest_files(Path(p))]
         objects = list(_file_items(files))
         found = sources.ClusterObjects()
         for item in objects:
@@ -136,7 +136,7 @@ def _load(args: argparse.Namespace, selector: Mapping[str, Any] | None,
         derived = to_dra(base.nodes, lambda labels: label_selector_matches(picked, labels),
                          catalog, base.classes)
         if not derived.moved:
-            raise sources.SourceError("--to-dra: the selector picks no GPU node of the "
+            raise reading.SourceError("--to-dra: the selector picks no GPU node of the "
                                       "inventory" if picked.get("matchExpressions")
                                       else "--to-dra: the inventory has no GPU node")
         goal = sources.ClusterObjects(nodes=derived.nodes, classes=derived.classes,
@@ -158,7 +158,7 @@ def _few(names: list[str], shown: int = 3) -> str:
 
 def _file_items(files: list[Path]) -> Iterator[Item]:
     for file in files:
-        raw = sources.read_bytes(file)
+        raw = reading.read_bytes(file)
         for doc in yamlpos.iter_stream(raw):
             if isinstance(doc, yamlpos.Document):
                 for prefix, obj in doc.objects():
@@ -166,7 +166,7 @@ def _file_items(files: list[Path]) -> Iterator[Item]:
 
 
 def _owned(kind: str, obj: Mapping[str, Any]) -> bool:
-    refs = sources.metadata_of(obj).get("ownerReferences")
+    refs = reading.metadata_of(obj).get("ownerReferences")
     return kind in OWNED and isinstance(refs, list) and any(
         isinstance(r, dict) and r.get("controller") for r in refs)
 
@@ -237,7 +237,7 @@ def _write(root: Path, moves: list[tuple[Item, Move]], target: Context,
 
 
 def _clean(obj: Mapping[str, Any]) -> dict[str, Any]:
-    meta = {k: v for k, v in sources.metadata_of(obj).items()
+    meta = {k: v for k, v in reading.metadata_of(obj).items()
             if k in ("name", "namespace", "labels", "annotations")}
     return {k: v for k, v in {**obj, "metadata": meta}.items() if k != "status"}
 

@@ -21,14 +21,8 @@ from policies.loading import PolicyLoadError, PolicyProblem, check_unique
 from policies.model import GPUPolicy
 from policies.paths import to_display
 from policies.policy_advice import advice
-from webhook.inputs.sources import (
-    SourceError,
-    load_catalog,
-    load_inventory,
-    manifest_files,
-    read_policy_file,
-    read_stream,
-)
+from webhook.inputs.reading import SourceError, manifest_files, read_stream
+from webhook.inputs.sources import load_catalog, load_inventory, read_policy_file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

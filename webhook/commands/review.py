@@ -24,7 +24,7 @@ from policies.engine import namespace_of, review
 from policies.loading import PolicyLoadError
 from policies.paths import to_display
 from webhook.commands import options
-from webhook.inputs import sources
+from webhook.inputs import reading, sources
 from webhook.output.findings import UNRESOLVED
 
 FORMATS = ("json",)
@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="files or directories (recursive: *.yaml, *.yml, *.json); - for stdin")
     parser.add_argument("--namespace", "-n", default=None,
                         help="namespace of documents that name none (default: default)")
-    sources.add_source_arguments(parser)
+    reading.add_source_arguments(parser)
     options.add_format_options(parser, FORMATS, "json")
     options.add_file_option(parser, FORMATS)
 
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                      for doc in stream.documents for _, obj in doc.objects()]
         context, _ = sources.build_context(
             args, sources.context_objects((obj for _, _, obj in documents), args.namespace))
-    except (sources.SourceError, PolicyLoadError) as exc:
+    except (reading.SourceError, PolicyLoadError) as exc:
         stderr.write(f"gpupolicy review: {exc}\n")
         return 2
     for line in sources.template_warnings(context):
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     for name, doc, obj in documents:
         namespace = namespace_of(obj, args.namespace)
         decision = review(obj, context, namespace=namespace)
-        meta = sources.metadata_of(obj)
+        meta = reading.metadata_of(obj)
         refused = problems.get((name, doc.index), [])
         results.append({
             **({"file": name} if several else {}),
@@ -100,16 +100,16 @@ def _unresolved(u: Unresolved) -> dict[str, Any]:
 def _inputs(paths: list[str]) -> list[tuple[str, bytes]]:
     """(name, bytes) of every file given, directories walked as lint walks them."""
     if not paths:
-        raise sources.SourceError("no input: give files, directories or - for standard input")
+        raise reading.SourceError("no input: give files, directories or - for standard input")
     out: list[tuple[str, bytes]] = []
     for path in paths:
         if path == "-":
             out.append(("-", sys.stdin.buffer.read()))
             continue
-        files = sources.manifest_files(Path(path))
+        files = reading.manifest_files(Path(path))
         if not files:
-            raise sources.SourceError(f"no manifests (*.yaml, *.yml, *.json) in {path}")
-        out += [(str(file), sources.read_bytes(file)) for file in files]
+            raise reading.SourceError(f"no manifests (*.yaml, *.yml, *.json) in {path}")
+        out += [(str(file), reading.read_bytes(file)) for file in files]
     return out
 
 

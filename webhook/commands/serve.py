@@ -31,7 +31,7 @@ from gunicorn.glogging import Logger as GunicornLogger
 
 from webhook.cluster.config import wanted
 from webhook.http import admission, metrics_port, shared, spread, worker
-from webhook.inputs import sources
+from webhook.inputs import reading, sources
 
 if TYPE_CHECKING:
     from webhook.cluster.watch import ClusterSources
@@ -51,7 +51,7 @@ ROLL_TIMEOUT = 30.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sources.add_source_arguments(parser)
+    reading.add_source_arguments(parser)
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="watch Namespaces, Nodes and GPUPolicies of this cluster "
                              "(in a pod the in-cluster config is used without it)")
@@ -287,7 +287,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     # Check the inputs once before forking; the workers load (and count) for themselves.
     try:
         problems = _build(args, record=False)[1].load_all() + _check_cluster(args)
-    except sources.SourceError as exc:  # --workload-kinds
+    except reading.SourceError as exc:  # --workload-kinds
         problems = [str(exc)]
     if problems:
         for line in problems:

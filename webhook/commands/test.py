@@ -27,7 +27,7 @@ from policies.loading import PolicyLoadError, check_unique
 from policies.model import GPUPolicy
 from policies.paths import to_display
 from webhook.commands import options
-from webhook.inputs import sources, suite
+from webhook.inputs import reading, sources, suite
 from webhook.output import report
 
 FORMATS = ("text", "json", "junit")
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     try:
         found = list(_find_suites(args.paths or ["."]))
         catalog = sources.load_catalog()
-    except sources.SourceError as exc:
+    except reading.SourceError as exc:
         stderr.write(f"gpupolicy test: {exc}\n")
         return 2
     runs = [_run(file, doc, catalog) if isinstance(doc, yamlpos.Document)
@@ -92,11 +92,11 @@ def _find_suites(paths: Sequence[str]) -> Iterator[tuple[str, yamlpos.Document |
     line must hold a suite; in a directory, files without one are the suites' inputs."""
     for given in paths:
         root = Path(given)
-        files = sources.manifest_files(root)
+        files = reading.manifest_files(root)
         named = root.is_file()
         count = 0
         for file in files:
-            stream = sources.read_stream(file)
+            stream = reading.read_stream(file)
             suites = [d for d in stream.documents if suite.is_suite(d.data)]
             if stream.problems and (named or suites or suite.KIND in stream.text):
                 first = stream.problems[0]
@@ -110,7 +110,7 @@ def _find_suites(paths: Sequence[str]) -> Iterator[tuple[str, yamlpos.Document |
                 yield str(file), f"{file}: no {suite.KIND} document"
                 count += 1
         if not count:
-            raise sources.SourceError(f"{given}: no {suite.KIND} suite found")
+            raise reading.SourceError(f"{given}: no {suite.KIND} suite found")
 
 
 # ---- running one suite ----------------------------------------------------------------------
@@ -166,22 +166,22 @@ def _inputs(
     objects: dict[tuple[str, str, str], dict[str, Any]] = {}
     for i, name in enumerate(spec.resources):
         try:
-            for path in sources.manifest_files(base / name):
-                stream = sources.read_stream(path)
+            for path in reading.manifest_files(base / name):
+                stream = reading.read_stream(path)
                 if stream.problems:
                     first = stream.problems[0]
-                    raise sources.SourceError(f"{path}:{first.line}:{first.column}: "
+                    raise reading.SourceError(f"{path}:{first.line}:{first.column}: "
                                               f"{first.message}")
-                for obj in sources.stream_objects(stream):
+                for obj in reading.stream_objects(stream):
                     if suite.is_suite(obj):  # resources: [.] beside the suite itself
                         continue
                     found.add(obj)
                     key = _key(obj)
                     if key in objects:
-                        raise sources.SourceError(
+                        raise reading.SourceError(
                             f"{path}: {obj.get('kind')}/{key[1]}/{key[2]} is given twice")
                     objects[key] = obj
-        except sources.SourceError as exc:
+        except reading.SourceError as exc:
             raise _Invalid(f"{where('resources', i)}: {exc}") from None
     if found.problems:
         raise _Invalid(f"{where('resources')}: {'; '.join(found.problems)}")
@@ -192,7 +192,7 @@ def _inputs(
         source = None if entry is None else base / entry
         try:
             loaded.extend((str(source or "bundled"), p) for p in sources.load_policies(source))
-        except (sources.SourceError, PolicyLoadError) as exc:
+        except (reading.SourceError, PolicyLoadError) as exc:
             raise _Invalid(f"{where('policies', i)}: {exc}") from None
     try:
         check_unique(loaded)
@@ -206,14 +206,14 @@ def _inputs(
     for i, name in enumerate(spec.namespaces):
         try:
             namespaces.update(sources.load_namespaces([base / name]))
-        except sources.SourceError as exc:
+        except reading.SourceError as exc:
             raise _Invalid(f"{where('namespaces', i)}: {exc}") from None
     namespaces.update(found.namespaces)
 
     try:
         inventory, claims = sources.inventory_and_claims(
             found, base / spec.inventory if spec.inventory is not None else None, catalog)
-    except sources.SourceError as exc:
+    except reading.SourceError as exc:
         raise _Invalid(f"{where('inventory')}: {exc}") from None
     context = Context(policies=policies, catalog=catalog, inventory=inventory,
                       namespaces=namespaces, excluded_namespaces=sources.excluded_namespaces(None),
@@ -223,7 +223,7 @@ def _inputs(
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str, str]:
     """(kind lowercased, namespace, name): as a case names a resource (suite.Case.key)."""
-    meta = sources.metadata_of(obj)
+    meta = reading.metadata_of(obj)
     return (str(obj.get("kind") or "").lower(), namespace_of(obj, None),
             str(meta.get("name") or ""))
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal, NamedTuple
 
 from policies import yamlpos
-from webhook.inputs.sources import SUFFIXES, SourceError
+from webhook.inputs.reading import SUFFIXES, SourceError
 
 CHART_FILE = "Chart.yaml"
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")

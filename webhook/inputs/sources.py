@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from policies import yamlpos
 from policies.apiserver import KINDS as API_KINDS
 from policies.apiserver import ApiObjects
 from policies.catalog import Catalog
@@ -30,6 +28,17 @@ from policies.scheduling.occupancy import Occupancy
 from policies.scheduling.request import limit_range_defaults
 from policies.scheduling.templates import is_template, read_templates, with_templates
 from policies.workloads import WORKLOAD_KINDS, KindTable, KindTableError, parse_kind_table
+from webhook.inputs.reading import (
+    CONTEXT_KINDS,
+    SourceError,
+    describe,
+    labels_of,
+    manifest_files,
+    metadata_of,
+    read_bytes,
+    read_objects,
+    read_stream,
+)
 
 if TYPE_CHECKING:  # the DRA object model loads only for inputs that hold DRA objects
     from policies.dra.objects import Claim
@@ -38,11 +47,6 @@ PACKAGE_DIR = Path(__file__).resolve().parents[2] / "policies"
 BUNDLED_POLICIES = PACKAGE_DIR / "defaults"
 CATALOG_FILE = PACKAGE_DIR / "data" / "catalog.yaml"
 CUDA_FILE = PACKAGE_DIR / "data" / "cuda.yaml"
-SUFFIXES = (".yaml", ".yml", ".json")
-# What the workload documents of lint and review may be read beside: Namespace labels (for
-# namespaceSelector), the ResourceClaims pods name and the DeviceClasses claims name (a
-# driver's chart ships its classes with the workloads that use them).
-CONTEXT_KINDS = ("Namespace", "ResourceClaim", "ResourceClaimTemplate", "DeviceClass")
 # Kinds that describe the cluster rather than a workload: read from the inputs of every door.
 # (ResourceClaimTemplate too: the scan looks for substrings.)
 CLUSTER_KINDS = ("Namespace", "Node", "GPUPolicy", "ResourceSlice", "DeviceClass",
@@ -51,87 +55,16 @@ CLUSTER_KINDS = ("Namespace", "Node", "GPUPolicy", "ResourceSlice", "DeviceClass
 DRA_CLUSTER_KINDS = ("ResourceSlice", "DeviceClass")
 
 
-class SourceError(ValueError):
-    """An input that cannot be used; the message names the file (and line)."""
-
-
-# ---- files ----------------------------------------------------------------------------------
-
-def manifest_files(path: Path) -> list[Path]:
-    """`path` itself, or the manifests under it (sorted). Hidden files and folders are skipped
-    (`.git`, a mounted ConfigMap's `..data`); symlinked folders are not followed, so a link
-    loop cannot hang the walk. Raises SourceError for a path that is not there."""
-    try:
-        if path.stat() and path.is_file():
-            return [path]
-        if not path.is_dir():
-            raise SourceError(f"{path}: not a file or directory")
-    except FileNotFoundError:
-        if path.is_symlink():
-            raise SourceError(f"{path}: cannot read: a symbolic link to nothing") from None
-        raise SourceError(f"{path}: no such file or directory") from None
-    except OSError as exc:  # a symlink loop, a permission error...
-        raise SourceError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    found: list[Path] = []
-    errors: list[OSError] = []
-    for dirpath, dirnames, filenames in os.walk(path, onerror=errors.append):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-        found.extend(Path(dirpath, name) for name in filenames
-                     if name.endswith(SUFFIXES) and not name.startswith("."))
-    if errors:
-        first = errors[0]
-        raise SourceError(f"{first.filename}: cannot read: {first.strerror or first}")
-    return sorted(found)
-
-
-def read_bytes(path: Path | str) -> bytes:
-    try:
-        with open(path, "rb", buffering=0) as f:  # read whole: a buffer would only copy it
-            return f.read()
-    except FileNotFoundError:
-        raise SourceError(f"{path}: no such file or directory") from None
-    except OSError as exc:
-        raise SourceError(f"{path}: cannot read: {exc.strerror or exc}") from None
-
-
-def read_stream(path: Path | str) -> yamlpos.Stream:
-    """A file through the hardened reader; its problems (bad YAML, duplicate keys...) stay in
-    the stream for the caller to report."""
-    return yamlpos.read_stream(read_bytes(path))
-
-
-def stream_objects(stream: yamlpos.Stream) -> Iterator[dict[str, Any]]:
-    """The Kubernetes objects of a stream; `kind: List` (and `PodList`...) flattened."""
-    for doc in stream.documents:
-        for _, obj in doc.objects():
-            yield obj
-
-
-def read_objects(path: Path | str) -> list[dict[str, Any]]:
-    """Every object of a file that must be read whole (an inventory, namespaces): any problem
-    in it is a SourceError naming file and line."""
-    stream = read_stream(path)
-    if stream.problems:
-        raise SourceError(_describe(path, stream.problems))
-    return list(stream_objects(stream))
-
-
-def _describe(path: Path | str, problems: Sequence[yamlpos.SyntaxProblem]) -> str:
-    first = problems[0]
-    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-    return f"{path}:{first.line}:{first.column}: {first.message}{more}"
-
-
 # ---- the engine's inputs --------------------------------------------------------------------
 
 def load_catalog(path: Path | str = CATALOG_FILE) -> Catalog:
     stream = read_stream(path)
     if stream.problems or not stream.documents:
-        raise SourceError(_describe(path, stream.problems) if stream.problems
+        raise SourceError(describe(path, stream.problems) if stream.problems
                           else f"{path}: empty GPU catalog")
     cuda = read_stream(CUDA_FILE)  # shipped with the package: NVIDIA's driver table
     if cuda.problems or not cuda.documents:
-        raise SourceError(_describe(CUDA_FILE, cuda.problems) if cuda.problems
+        raise SourceError(describe(CUDA_FILE, cuda.problems) if cuda.problems
                           else f"{CUDA_FILE}: empty CUDA table")
     return Catalog.from_data(stream.documents[0].data, cuda.documents[0].data)
 
@@ -174,7 +107,7 @@ def load_workload_kinds(path: Path | str | None = None) -> KindTable:
         return WORKLOAD_KINDS
     stream = read_stream(path)
     if stream.problems:
-        raise SourceError(_describe(path, stream.problems))
+        raise SourceError(describe(path, stream.problems))
     data = [doc.data for doc in stream.documents]
     try:
         extra = parse_kind_table(data[0] if len(data) == 1 else data, str(path),
@@ -433,18 +366,6 @@ def context_objects(objects: Iterable[Mapping[str, Any]], namespace: str | None 
     return found
 
 
-def metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """An object's metadata; {} when it is not a mapping (input is read, never trusted)."""
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
-def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
-    """An object's labels as strings; {} when metadata or labels are not mappings."""
-    labels = metadata_of(obj).get("labels")
-    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
-
-
 class Invalid(NamedTuple):
     """A GPUPolicy object that did not validate; kept so it can be reported until fixed."""
 
@@ -466,24 +387,6 @@ def gpupolicy(obj: Mapping[str, Any]) -> GPUPolicy | Invalid:
                             for p in exc.problems)
         return Invalid(name, f"GPUPolicy/{name}: {reasons}")
     return policy
-
-
-def add_source_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policies", metavar="PATH",
-                        help="policy file or directory (default: the bundled policies)")
-    parser.add_argument("--inventory", metavar="FILE",
-                        help="nodes, as from `kubectl get nodes -o yaml`")
-    parser.add_argument("--node-templates", metavar="FILE",
-                        help="nodes an autoscaler can start: Node-shaped templates, Karpenter "
-                             "NodePools or Cluster API node groups (a pod only they can run is "
-                             "admitted with a note)")
-    parser.add_argument("--namespaces", metavar="FILE", action="append", default=[],
-                        help="Namespace objects (labels for namespaceSelector); repeatable")
-    parser.add_argument("--exclude-namespace", metavar="NS", action="append", default=None,
-                        help="namespaces no policy governs (default: kube-system)")
-    parser.add_argument("--workload-kinds", metavar="FILE",
-                        help="workload kinds and where their pod specs live, added to (or "
-                             "replacing entries of) the bundled table")
 
 
 def build_context(

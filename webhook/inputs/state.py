@@ -23,7 +23,7 @@ from policies.loading import PolicyLoadError
 from policies.scheduling.templates import Templates, read_templates, with_templates
 from policies.workloads import WORKLOAD_KINDS, KindTable
 from webhook import logs
-from webhook.inputs import sources
+from webhook.inputs import reading, sources
 
 
 class State:
@@ -242,8 +242,8 @@ def without_quotas(api: ApiObjects | None) -> ApiObjects | None:
 
 def _policy_paths(root: Path) -> list[Path]:
     try:
-        return sources.manifest_files(root)
-    except sources.SourceError:
+        return reading.manifest_files(root)
+    except reading.SourceError:
         return [root]
 
 
@@ -263,6 +263,6 @@ def _describe(exc: Exception) -> str:
         problems = getattr(exc, "problems", None) or []
         lines = [str(p) for p in problems] or [str(exc)]
         return "; ".join(lines)
-    if isinstance(exc, (sources.SourceError, OSError, ValueError)):
+    if isinstance(exc, (reading.SourceError, OSError, ValueError)):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"  # a reader bug: say what broke
