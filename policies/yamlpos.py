@@ -108,14 +108,31 @@ class Document:
 
     index: int  # 1-based within the stream
     data: Any
-    node: yaml.Node = field(repr=False)
+    _node: yaml.Node | None = field(repr=False)
     # mapping node id -> its keys: looked up once per mapping, so placing every finding of a
     # document costs what the document's size does (lint places one per violation)
     _keys: dict[int, dict[str, tuple[Position, yaml.Node]]] = field(
         default_factory=dict, repr=False, compare=False)
+    _line: int = field(default=0, repr=False, compare=False)
+    _nodes: Nodes | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def read_ahead(cls, index: int, line: int, data: Any, nodes: Nodes) -> Document:
+        """A document whose data was built elsewhere (the same text, read by read_ahead()):
+        its node tree is composed again from `nodes` the first time a position is asked."""
+        return cls(index, data, None, _line=line, _nodes=nodes)
+
+    @property
+    def node(self) -> yaml.Node:
+        if self._node is None:
+            assert self._nodes is not None  # read_ahead() gives every such document its text
+            self._node = self._nodes.node(self.index)
+        return self._node
 
     @property
     def line(self) -> int:
+        if self._node is None and self._line:
+            return self._line
         return int(self.node.start_mark.line) + 1
 
     def position(self, path: FieldPath, *, value: bool = False) -> Position:
@@ -171,6 +188,45 @@ class Document:
         """The Kubernetes objects in this document with their path in it: `kind: List` (and
         `PodList` …) items come out one by one under ("items", i)."""
         yield from _flatten((), self.data)
+
+
+class Nodes:
+    """The node trees of a stream's documents, read again from its text once one is asked
+    for (positions are needed only where there is a finding; most documents have none).
+    Read as iter_stream() reads, since building a document rewrites its merge keys' nodes."""
+
+    def __init__(self, data: bytes | str) -> None:
+        self._data: bytes | str | None = data
+        self._nodes: dict[int, yaml.Node] = {}
+
+    def node(self, index: int) -> yaml.Node:
+        if self._data is not None:
+            data, self._data = self._data, None
+            self._nodes = {d.index: d.node for d in iter_stream(data)
+                           if isinstance(d, Document)}
+        return self._nodes[index]
+
+
+AheadItem = tuple[int, int, Any] | SyntaxProblem  # a document's (index, line, data), or a problem
+
+
+def read_ahead(data: bytes | str) -> list[AheadItem]:
+    """What iter_stream() gives for `data`, without the node trees: plain values that can be
+    sent to another process (pickled), which rebuilds the documents with documents_of()."""
+    return [(item.index, item.line, item.data) if isinstance(item, Document) else item
+            for item in iter_stream(data)]
+
+
+def documents_of(items: list[AheadItem], data: bytes | str
+                 ) -> Iterator[Document | SyntaxProblem]:
+    """read_ahead()'s items as iter_stream() gave them; `data` is the text they were read
+    from, composed again for the positions of those documents that need any."""
+    nodes = Nodes(data)
+    for item in items:
+        if isinstance(item, SyntaxProblem):
+            yield item
+        else:
+            yield Document.read_ahead(*item, nodes)
 
 
 @dataclass(slots=True)

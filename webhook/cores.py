@@ -1,26 +1,29 @@
-"""A job over more than one core: forked children take items from one queue with this
-process, and send back what they computed (pickled, over a pipe).
+"""A job over more than one core: forked children take items from one queue, shared with
+this process, and stream back what they computed for each (pickled, over a pipe) as they go.
 
-A fork shares everything built so far (imports, policies) without rebuilding it, and needs
-nothing to be picklable but the answer. It is taken only when it is safe: on a system that
-forks, with no other thread running (a fork copies one thread; a lock another held would
-stay held in the child forever) and with more than one core to run on. A child that fails
-in any way is not an error: the items it took are computed here, as if it had never been.
+A fork shares everything built so far without rebuilding it, and needs nothing to be
+picklable but the answers. It is taken only when it is safe: on a system that forks, with
+no other thread running (a fork copies one thread; a lock another held would stay held in
+the child forever) and with more than one core to run on. A child that fails in any way is
+not an error: the items it took and did not answer are the caller's to compute, as if it
+had never been.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import pickle
+import select
 import struct
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Any
 
-R = TypeVar("R")
 _RECORD = struct.Struct("=I")
+_FRAME = struct.Struct("=II")  # item number, length of the pickled answer that follows
 
 
 def available() -> int:
@@ -33,7 +36,7 @@ def available() -> int:
 
 def helpers(weight: int, least: int) -> int:
     """How many children to fork for a job of `weight`: one per spare core, as long as each
-    process gets `least` of it on average (a fork and its answer cost something)."""
+    process gets `least` of it on average (a fork and its answers cost something)."""
     if not hasattr(os, "fork") or threading.active_count() > 1:
         return 0
     return max(0, min(available(), weight // max(least, 1)) - 1)
@@ -64,52 +67,96 @@ class Queue:
         os.close(self._read)
 
 
-def fork(count: int, work: Callable[[], R]) -> list[Callable[[], R | None]]:
-    """work() started in `count` children; for each, a function that waits for the child and
-    gives its answer, or None when it failed."""
-    if count <= 0:
-        return []
-    sys.stdout.flush()  # what is buffered would otherwise be written by each child again
-    sys.stderr.flush()
-    # what exists now is left out of the children's collections: walking it would write to
-    # (and so copy) every page of the shared heap
-    frozen_before = gc.get_freeze_count()
-    gc.freeze()
-    joins: list[Callable[[], R | None]] = []
-    reading: list[int] = []
-    try:
-        for _ in range(count):
-            read, write = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # the child: its answer, then gone without running any exit handler
-                code = 1
-                try:
-                    for fd in (read, *reading):
-                        os.close(fd)
-                    answer = pickle.dumps(work(), protocol=pickle.HIGHEST_PROTOCOL)
-                    with os.fdopen(write, "wb") as out:
-                        out.write(answer)
-                    code = 0
-                finally:
-                    os._exit(code)
-            os.close(write)
-            reading.append(read)
-            joins.append(_joiner(pid, read))
-    finally:
-        if not frozen_before:
-            gc.unfreeze()
-    return joins
+class Takers:
+    """`count` forked children, each taking numbers from `queue` and sending back work(n) for
+    each as soon as it is computed. A child never waits for this process to read: what the
+    pipe cannot hold yet waits in the child, so the children run on while this process is
+    busy with something else."""
 
-
-def _joiner(pid: int, read: int) -> Callable[[], R | None]:
-    def join() -> R | None:
-        with os.fdopen(read, "rb") as answer:  # read whole before waiting: a full pipe
-            data = answer.read()  # would keep the child from ending
-        _, status = os.waitpid(pid, 0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            return None
+    def __init__(self, queue: Queue, count: int, work: Callable[[int], Any]) -> None:
+        sys.stdout.flush()  # what is buffered would otherwise be written by each child again
+        sys.stderr.flush()
+        self._pipes: dict[int, tuple[int, bytearray]] = {}  # read end -> (pid, unread bytes)
+        # what exists now is left out of the children's collections: walking it would write
+        # to (and so copy) every page of the shared heap
+        frozen_before = gc.get_freeze_count()
+        gc.freeze()
         try:
-            return pickle.loads(data)  # type: ignore[no-any-return]  # our own child's
-        except Exception:  # a cut-short answer is a failed child
-            return None
-    return join
+            for _ in range(count):
+                read, write = os.pipe()
+                pid = os.fork()
+                if pid == 0:
+                    for fd in (read, *self._pipes):
+                        os.close(fd)
+                    _take(queue, work, write)  # never returns
+                os.close(write)
+                os.set_blocking(read, False)
+                self._pipes[read] = (pid, bytearray())
+        finally:
+            if not frozen_before:
+                gc.unfreeze()
+
+    @property
+    def running(self) -> bool:
+        return bool(self._pipes)
+
+    def answers(self, *, wait: bool) -> Iterator[tuple[int, Any]]:
+        """The (number, answer) pairs that have arrived; with `wait`, first waits until one
+        arrives or a child ends."""
+        if not self._pipes:
+            return
+        readable = select.select(list(self._pipes), [], [], None if wait else 0)[0]
+        for fd in readable:
+            pid, buffer = self._pipes[fd]
+            chunk = os.read(fd, 1 << 18)
+            if not chunk:  # the child is done (a frame cut short is its failure)
+                del self._pipes[fd]
+                os.close(fd)
+                os.waitpid(pid, 0)
+            buffer += chunk
+            yield from _frames(buffer)  # taken out of the buffer before the first is given
+
+    def close(self) -> None:
+        """Stop waiting for the children: each is reaped (one still writing is ended by its
+        closed pipe)."""
+        for fd, (pid, _) in self._pipes.items():
+            os.close(fd)
+            os.waitpid(pid, 0)
+        self._pipes.clear()
+
+
+def _frames(buffer: bytearray) -> list[tuple[int, Any]]:
+    """The whole frames at the start of `buffer`, taken out of it."""
+    found: list[tuple[int, Any]] = []
+    start = 0
+    while len(buffer) - start >= _FRAME.size:
+        number, length = _FRAME.unpack_from(buffer, start)
+        end = start + _FRAME.size + length
+        if len(buffer) < end:
+            break
+        # a child's answer that cannot be read: the number is not answered
+        with contextlib.suppress(Exception):
+            found.append((number, pickle.loads(buffer[start + _FRAME.size:end])))
+        start = end
+    del buffer[:start]
+    return found
+
+
+def _take(queue: Queue, work: Callable[[int], Any], write: int) -> None:
+    """A child's life: take, compute, send; then gone without running any exit handler."""
+    code = 1
+    try:
+        pending = bytearray()
+        os.set_blocking(write, False)
+        for number in queue.take():
+            answer = pickle.dumps(work(number), protocol=pickle.HIGHEST_PROTOCOL)
+            pending += _FRAME.pack(number, len(answer)) + answer
+            with contextlib.suppress(BlockingIOError):  # the pipe is full: kept for later
+                del pending[:os.write(write, pending)]
+        os.set_blocking(write, True)
+        view = memoryview(pending)
+        while view:
+            view = view[os.write(write, view):]
+        code = 0
+    finally:
+        os._exit(code)

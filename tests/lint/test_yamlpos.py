@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pickle
 import random
 from pathlib import Path
 
 import pytest
 import yaml
 
+from policies import yamlpos
 from policies.yamlpos import read_stream
 
 POD_LIST = """\
@@ -199,6 +201,26 @@ def test_fuzz_never_raises(seed: int) -> None:
             list(doc.objects())
         for problem in stream.problems:
             assert problem.line >= 1 and problem.column >= 1, (data, problem)
+
+
+def _as_read(items: list[yamlpos.Document | yamlpos.SyntaxProblem]) -> list[object]:
+    return [(d.index, d.line, d.data, d.positions()) if isinstance(d, yamlpos.Document) else d
+            for d in items]
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_read_ahead_gives_what_iter_stream_gives(seed: int) -> None:
+    """A file read by another process (its documents sent without their node trees) is the
+    same file: data, problems, document lines and every position, composed again from the
+    text when asked for."""
+    texts = [POD_LIST.encode(), ANCHORS.encode(), b"a: 1\na: 2\n", b"x: [\n",
+             b"---\n# c\nx: 1\n---\ny:\n  z: 2\n---\nbad: [\n", b"a: *nope\n---\nb: 1\n",
+             "\ufeffa: \u00e9\n".encode(), b"\xff\xfe", b"",
+             *_mutations(seed, FUZZ_SEEDS, 300)]
+    for data in texts:
+        sent = pickle.loads(pickle.dumps(yamlpos.read_ahead(data)))
+        assert _as_read(list(yamlpos.documents_of(sent, data))) == _as_read(
+            list(yamlpos.iter_stream(data))), data
 
 
 def test_placing_every_key_of_a_large_mapping_costs_its_size() -> None:

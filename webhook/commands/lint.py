@@ -18,7 +18,7 @@ import gc
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISDIR, S_ISREG
@@ -132,12 +132,9 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     except (UsageError, reading.SourceError) as exc:
         stderr.write(f"gpupolicy lint: {exc}\n")
         return 2
-    # helm and kustomize start before the engine is imported, and run (their own processes,
-    # on the other cores) while it is
+    # helm and kustomize start first, and run (their own processes, on the other cores)
+    # while the files are read ahead and the engine is imported
     spawned = spawn_tools(collected.targets, args)
-    sources = heap.import_frozen("webhook.inputs.sources")
-    from policies.loading import PolicyLoadError
-
     loaded: list[tuple[str, bytes]] = []
     unreadable = False
     for name, raw in collected.inputs:
@@ -146,30 +143,25 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         except reading.SourceError as exc:  # the other files are still linted
             stderr.write(f"gpupolicy lint: {exc}\n")
             unreadable = True
-    # The files are linted on every core while the tools run (the linter's children are
-    # forked before any thread is started to read the tools: a fork copies only the thread
-    # that makes it). Each linter takes the context the files give; that result is kept when
-    # the tools' output adds nothing to it (no Namespace, policy, node… among it), as is
-    # usual; else the files are linted again once it is in.
-    queue: cores.Queue | None = None
-    children: list[Callable[[], list[tuple[int, Linted]] | None]] = []
-    count = cores.helpers(sum(len(raw) for _, raw in loaded), SHARE_BYTES)
-    if count:
-        import_for_all(loaded)
-        queue = shared = cores.Queue(len(loaded))
-        children = cores.fork(count, lambda: lint_taken(shared, loaded, args))
+    ahead = read_ahead(loaded)
+    sources = heap.import_frozen("webhook.inputs.sources")
+    from policies.loading import PolicyLoadError
+
+    # Threads (the tools' readers) only now that the children are forked: a fork copies only
+    # the thread that makes it. The files are linted with the context the files give; that
+    # result is kept when the tools' output adds nothing to it (no Namespace, policy, node…
+    # among it), as is usual; else the files are linted again once it is in.
     renders = start_renders(collected.targets, args, spawned)
     early: tuple[Any, Result, list[str]] | None = None
     try:
         context = sources.build_context(args, documents_among(loaded, args.namespace))[0]
     except (reading.SourceError, PolicyLoadError):  # said below, with the whole input
-        for child in children:
-            child()
+        pass
     else:
-        early = (context, *lint_files(loaded, context, collected.notes, args, queue, children))
+        early = (context, *lint_files(loaded, context, collected.notes, args, ahead))
     finally:
-        if queue is not None:
-            queue.close()
+        if ahead is not None:
+            ahead.close()
     rendered: list[tuple[Target, bytes, Path | None]] = []
     for target, running in renders:
         try:
@@ -210,56 +202,80 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return 2 if unreadable or not_fixed else status
 
 
-# Less input than this per core is linted in one process: a fork and its answer cost more.
+# Less input than this per core is read in one process: a fork and its answers cost more.
 SHARE_BYTES = 256 * 1024
+# A larger file is not read ahead: it is read a document at a time, as it is linted, so
+# that a stream of 100k documents is linted in constant memory.
+AHEAD_FILE_BYTES = 1024 * 1024
+
+
+@dataclass
+class Ahead:
+    """Files read by forked children (cores.Takers) while this process imports the engine
+    and builds the context: what they send back is each file's documents without their
+    node trees (yamlpos.read_ahead), which cost far less to receive than to read."""
+
+    files: list[int]  # the indexes in `loaded` of the files read ahead, in queue order
+    queue: cores.Queue
+    takers: cores.Takers
+
+    def close(self) -> None:
+        self.takers.close()
+        self.queue.close()
+
+
+def read_ahead(loaded: list[tuple[str, bytes]]) -> Ahead | None:
+    """The files read ahead, by children forked now (None when it is not worth a fork)."""
+    files = [i for i, (_, raw) in enumerate(loaded) if len(raw) <= AHEAD_FILE_BYTES]
+    count = cores.helpers(sum(len(loaded[i][1]) for i in files), SHARE_BYTES)
+    if not count:
+        return None
+    queue = cores.Queue(len(files))
+    takers = cores.Takers(queue, count, lambda k: yamlpos.read_ahead(loaded[files[k]][1]))
+    return Ahead(files, queue, takers)
 
 
 Linted = tuple[Result, list[str]]  # a file's findings, and what to say of it on stderr
 
 
 def lint_files(loaded: list[tuple[str, bytes]], context: Any, notes: list[str],
-               args: argparse.Namespace, queue: cores.Queue | None = None,
-               children: Sequence[Callable[[], list[tuple[int, Linted]] | None]] = ()
-               ) -> Linted:
-    """The files' findings (a new Result, with `notes`), and what to say on stderr. With a
-    `queue`, this process lints the files it takes from it, and `children` (lint_taken,
-    forked) the others; what a failed child took is linted here."""
+               args: argparse.Namespace, ahead: Ahead | None = None) -> Linted:
+    """The files' findings (a new Result, with `notes`), and what to say on stderr. With
+    `ahead`, the files its children have read are linted from what they sent, and while
+    none has arrived this process reads the next file from the queue itself."""
     by_file: dict[int, Linted] = {}
     with heap_frozen():  # what lives on (imports, context) is not walked again
-        if queue is not None:
-            by_file.update((i, lint_file(*loaded[i], context, args)) for i in queue.take())
-        for child in children:
-            by_file.update(child() or ())
-        for i, (name, raw) in enumerate(loaded):
+        if ahead is not None:
+            mine = ahead.queue.take()
+            while True:
+                for k, items in ahead.takers.answers(wait=False):
+                    i = ahead.files[k]
+                    by_file[i] = lint_file(*loaded[i], context, args, items)
+                taken = next(mine, None)
+                if taken is None:
+                    break
+                i = ahead.files[taken]
+                by_file[i] = lint_file(*loaded[i], context, args)
+            while ahead.takers.running:
+                for k, items in ahead.takers.answers(wait=True):
+                    i = ahead.files[k]
+                    by_file[i] = lint_file(*loaded[i], context, args, items)
+        for i, (name, raw) in enumerate(loaded):  # the large files, and a failed child's
             if i not in by_file:
                 by_file[i] = lint_file(name, raw, context, args)
     return merged([(Result(notes=list(notes)), []), *(by_file[i] for i in range(len(loaded)))])
 
 
-def import_for_all(loaded: list[tuple[str, bytes]]) -> None:
-    """What every forked child would otherwise import for itself, imported once before they
-    are: the CEL compiler, which DRA objects' selectors load (~10 ms a process)."""
-    if any(b"resource.k8s.io/" in raw for _, raw in loaded):
-        import policies.dra.cel  # noqa: F401
-
-
-def lint_taken(queue: cores.Queue, loaded: list[tuple[str, bytes]],
-               args: argparse.Namespace) -> list[tuple[int, Linted]]:
-    """In a forked child: the files it takes from `queue`, with the context all the files
-    give."""
-    from webhook.inputs import sources
-
-    context = sources.build_context(args, documents_among(loaded, args.namespace))[0]
-    with heap_frozen():
-        return [(i, lint_file(*loaded[i], context, args)) for i in queue.take()]
-
-
-def lint_file(name: str, raw: bytes, context: Any, args: argparse.Namespace) -> Linted:
-    """One file's findings, and what to say of it on stderr."""
+def lint_file(name: str, raw: bytes, context: Any, args: argparse.Namespace,
+              ahead: list[yamlpos.AheadItem] | None = None) -> Linted:
+    """One file's findings, and what to say of it on stderr; `ahead`: its documents as a
+    child read them (yamlpos.read_ahead)."""
     result = Result()
     said: list[str] = []
     # one document at a time: a stream of 100k documents is linted in constant memory
-    lint_stream(name, yamlpos.iter_stream(raw), context, result, namespace=args.namespace,
+    stream = (yamlpos.iter_stream(raw) if ahead is None
+              else yamlpos.documents_of(ahead, raw))
+    lint_stream(name, stream, context, result, namespace=args.namespace,
                 show_mutations=args.show_mutations and not args.fix,
                 skip_non_manifest=name != args.stdin_filename,
                 keep_edits=args.fix or args.fix_dry_run)
