@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import pickle
 import select
 import struct
 import sys
@@ -108,7 +107,7 @@ class Takers:
         readable = select.select(list(self._pipes), [], [], None if wait else 0)[0]
         for fd in readable:
             pid, buffer = self._pipes[fd]
-            chunk = os.read(fd, 1 << 18)
+            chunk = os.read(fd, 1 << 16)
             if not chunk:  # the child is done (a frame cut short is its failure)
                 del self._pipes[fd]
                 os.close(fd)
@@ -127,6 +126,8 @@ class Takers:
 
 def _frames(buffer: bytearray) -> list[tuple[int, Any]]:
     """The whole frames at the start of `buffer`, taken out of it."""
+    import pickle  # here: a one-file lint forks nothing and does not pay for it
+
     found: list[tuple[int, Any]] = []
     start = 0
     while len(buffer) - start >= _FRAME.size:
@@ -144,6 +145,8 @@ def _frames(buffer: bytearray) -> list[tuple[int, Any]]:
 
 def _take(queue: Queue, work: Callable[[int], Any], write: int) -> None:
     """A child's life: take, compute, send; then gone without running any exit handler."""
+    import pickle
+
     code = 1
     try:
         pending = bytearray()
