@@ -104,8 +104,10 @@ class Takers:
         arrives or a child ends."""
         if not self._pipes:
             return
-        readable = select.select(list(self._pipes), [], [], None if wait else 0)[0]
-        for fd in readable:
+        poller = select.poll()  # not select(): it cannot watch a descriptor past 1023
+        for fd in self._pipes:
+            poller.register(fd, select.POLLIN)
+        for fd, _ in poller.poll(None if wait else 0):
             pid, buffer = self._pipes[fd]
             chunk = os.read(fd, 1 << 16)
             if not chunk:  # the child is done (a frame cut short is its failure)
