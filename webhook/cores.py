@@ -73,6 +73,8 @@ class Takers:
     busy with something else."""
 
     def __init__(self, queue: Queue, count: int, work: Callable[[int], Any]) -> None:
+        import pickle  # noqa: F401 - loaded before the fork: a child imports nothing
+
         sys.stdout.flush()  # what is buffered would otherwise be written by each child again
         sys.stderr.flush()
         self._pipes: dict[int, tuple[int, bytearray]] = {}  # read end -> (pid, unread bytes)

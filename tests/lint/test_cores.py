@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -64,19 +63,30 @@ def test_what_a_failed_child_took_is_not_answered(work: object) -> None:
     assert left == list(range(6, 20))  # 5 was taken, never answered: the caller's to do
 
 
-def test_no_child_beside_another_thread_nor_for_little_work() -> None:
-    """A fork copies one thread: with another running, everything is done here."""
-    assert cores.helpers(10, 100) == 0
+HELPERS = """
+import sys, threading
+from webhook import cores
+print(cores.helpers(int(sys.argv[1]), 100), end=" ")
+if sys.argv[2] == "thread":
     stop = threading.Event()
-    other = threading.Thread(target=stop.wait)
-    other.start()
-    try:
-        assert cores.helpers(10**9, 1) == 0
-    finally:
-        stop.set()
-        other.join()
-    if cores.available() > 1:
-        assert cores.helpers(10**9, 1) == cores.available() - 1
+    threading.Thread(target=stop.wait).start()
+    print(cores.helpers(int(sys.argv[1]), 100), end=" ")
+    stop.set()
+"""
+
+
+@pytest.mark.parametrize(("weight", "thread", "expected"), [
+    (10, "", "0 "),
+    (10**9, "", f"{cores.available() - 1} "),  # one child a spare core
+    (10**9, "thread", f"{cores.available() - 1} 0 "),  # none beside another thread
+])
+def test_a_child_a_spare_core_for_enough_work_and_never_beside_a_thread(
+        weight: int, thread: str, expected: str) -> None:
+    """A fork copies one thread: with another running, everything is done in one process.
+    (In a fresh process: the test runner's own may have threads.)"""
+    done = subprocess.run([sys.executable, "-c", HELPERS, str(weight), thread],
+                          capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout == expected
 
 
 # A lint run in its own process, with shares made tiny so that the fixtures are enough to
