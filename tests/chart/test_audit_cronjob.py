@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.chart.helm import one, render, template
-from tests.cluster.conftest import gpupolicy, namespace
+from tests.cluster.conftest import gpupolicy, namespace, node
 from tests.cluster.fakeapi import FakeAPIServer
 from tests.cluster.test_audit import _pod
 from webhook.cli import run as cli
@@ -217,3 +218,60 @@ def test_the_rendered_scoped_command_writes_only_its_namespaces_reports(tmp_path
         assert sorted(r["metadata"]["namespace"] for r in reports) == ["team-1", "team-4"]
         assert not server.objects("openreports.io/v1alpha1", "ClusterReport")
         assert all(r["summary"]["fail"] == 1 for r in reports)
+
+
+# ---- audit.cronJob.thresholds: the node facts' minimums (issue 32) ----------------------------
+
+THRESHOLDS = ("--set-json", 'audit.cronJob.thresholds={"minimums":{"driver":"550.54.15"},'
+                            '"cgpuMaxPodsPerGPU":10}')
+
+
+def _rendered_command(objects: tuple[dict[str, Any], ...], tmp_path: Path) -> list[str]:
+    """The CronJob's arguments, its ConfigMaps written where they point."""
+    mounts = {"-policies": "/policies", "-workload-kinds": "/etc/gpupolicy/",
+              "-audit-thresholds": "/etc/gpupolicy-thresholds/"}
+    args = _container(one(objects, "CronJob"))["args"]
+    for suffix, mounted in mounts.items():
+        config = _named(objects, "ConfigMap", f"rel-gpupolicy{suffix}")
+        if config is None:
+            continue
+        (tmp_path / suffix).mkdir()
+        for name, text in (config.get("data") or {}).items():
+            (tmp_path / suffix / name).write_text(text, encoding="utf-8")
+        args = [a.replace(f"={mounted}", f"={tmp_path / suffix}/") for a in args]
+    return [a.replace("//", "/") for a in args]
+
+
+@pytest.mark.parametrize(("extra", "flagged"), [((), False), (THRESHOLDS, True)])
+def test_thresholds_reach_the_audit_and_its_node_facts(
+        tmp_path: Path, extra: tuple[str, ...], flagged: bool) -> None:
+    """A driver the default minimum (418.87.01) passes is below the one given."""
+    objects = render("default", extra)
+    config = _named(objects, "ConfigMap", "rel-gpupolicy-audit-thresholds")
+    assert (config is not None) == flagged
+    if config is not None:
+        assert yaml.safe_load(config["data"]["thresholds.yaml"]) == {
+            "apiVersion": "gpupolicy.io/v1alpha1", "kind": "GPUPoolThresholds",
+            "spec": {"minimums": {"driver": "550.54.15"}, "cgpuMaxPodsPerGPU": 10}}
+    args = _rendered_command(objects, tmp_path)
+    assert any(a.startswith("--thresholds=") for a in args) == flagged
+    with FakeAPIServer() as server:
+        server.install("openreports.io/v1alpha1", "Report")
+        server.install("openreports.io/v1alpha1", "ClusterReport")
+        server.add_all([gpupolicy("max-one", rules={"maxGPUsPerPod": 1}), namespace("team-a"),
+                        node("gpu-1", **{"nvidia.com/cuda.driver-version.full": "535.104.05"})])
+        out, err = io.StringIO(), io.StringIO()
+        code = cli([*args, "--kubeconfig", server.kubeconfig(str(tmp_path / "kc"))], out, err)
+        assert code == 0, err.getvalue()
+        [report] = server.objects("openreports.io/v1alpha1", "ClusterReport")
+    assert ("node-below-minimum" in json.dumps(report)) == flagged
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ('{"minimums":{"drivers":"1"}}', "drivers"),
+    ('{"advice":{"idleBelow":2}}', "idleBelow"),
+    ('{"cgpuMaxPodsPerGPU":"20"}', "cgpuMaxPodsPerGPU"),
+])
+def test_bad_thresholds_fail_at_install(value: str, message: str) -> None:
+    result = template("--set-json", f"audit.cronJob.thresholds={value}")
+    assert result.returncode != 0 and message in result.stderr

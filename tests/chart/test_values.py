@@ -14,7 +14,7 @@ import yaml
 
 from policies.model import GPUPolicy
 from tests.chart.helm import CHART, CI_VALUES, one, render, template
-from tests.chart.schema_sync import CRD_FILE, VALUES_SCHEMA, policy_defs, schema_output
+from tests.chart.schema_sync import CRD_FILE, VALUES_SCHEMA, chart_defs, schema_output
 from webhook import cli
 
 BUNDLED = Path(__file__).resolve().parents[2] / "policies" / "defaults"
@@ -118,7 +118,7 @@ def test_crd_copy_matches_gpupolicy_schema() -> None:
 
 def test_policy_schema_copy_matches_the_model() -> None:
     schema = json.loads(VALUES_SCHEMA.read_text(encoding="utf-8"))
-    assert schema["$defs"] == policy_defs(), (
+    assert schema["$defs"] == chart_defs(), (
         "values.schema.json $defs drifted: run python -m tests.chart.schema_sync")
 
 
