@@ -11,6 +11,7 @@ nothing for them. Problems are data (`SyntaxProblem`), never exceptions: any inp
 
 from __future__ import annotations
 
+import itertools
 import operator
 import re
 from collections.abc import Iterator
@@ -257,7 +258,9 @@ def iter_stream(data: bytes | str) -> Iterator[Document | SyntaxProblem]:
     if isinstance(text, SyntaxProblem):
         yield text
         return
-    too_many = _json_over_budget(data, text)
+    # JSON's values are counted exactly and cheaply; other YAML only when it could be over
+    too_many = (_json_over_budget(data, text) if _JSON_START.match(text)
+                else _yaml_over_budget(text))
     if too_many is not None:
         yield too_many
         return
@@ -318,6 +321,55 @@ def _json_over_budget(data: bytes | str, text: str) -> SyntaxProblem | None:
         return None
     return SyntaxProblem(SYNTAX, f"the document holds {found} JSON values, more than the "
                          f"{MAX_EXPANDED_NODES} one document may", 1, 1, 1)
+
+
+# What a YAML value needs at least one of (a line, a separator, an opening bracket, an entry
+# indicator; a mapping entry makes two values): a text with fewer of them than the budget
+# cannot hold a document over it, and is not counted value by value.
+_VALUE_MARKS = ("\n", ",", "[", "{", "-", "?")
+_DOCUMENT_MARKER = re.compile(r"^(?:---|\.\.\.)(?=[ \t\r\n]|$)", re.MULTILINE)
+_NODE_EVENTS = (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent,
+                yaml.AliasEvent)
+
+
+def _most_values(text: str) -> int:
+    """At least as many as the values of the text's largest document (a cheap bound)."""
+    def bound(part: str) -> int:
+        return 1 + 2 * part.count(":") + sum(part.count(m) for m in _VALUE_MARKS)
+    if bound(text) <= MAX_EXPANDED_NODES:
+        return bound(text)
+    starts = [0, *(m.start() for m in _DOCUMENT_MARKER.finditer(text)), len(text)]
+    return max(bound(text[a:b]) for a, b in itertools.pairwise(starts))
+
+
+def _yaml_over_budget(text: str) -> SyntaxProblem | None:
+    """A document of more values than any may hold (MAX_EXPANDED_NODES), refused before
+    libyaml composes it: it builds a document's whole node tree first, some 450 bytes a
+    value (a 5 MB file of `- {}` lines took 475 MB), and no Kubernetes object comes near
+    that many (etcd keeps at most 1.5 MiB). Counted event by event, in constant memory,
+    only when the text could hold such a document."""
+    if _most_values(text) <= MAX_EXPANDED_NODES:
+        return None
+    loader = _Base(text)
+    index = values = 0
+    start: Position = (1, 1)
+    try:
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, yaml.DocumentStartEvent):
+                index, values = index + 1, 0
+                start = int(event.start_mark.line) + 1, int(event.start_mark.column) + 1
+            elif isinstance(event, _NODE_EVENTS):
+                values += 1
+                if values > MAX_EXPANDED_NODES:
+                    return SyntaxProblem(
+                        SYNTAX, f"the document holds more than {MAX_EXPANDED_NODES} values; "
+                        "no Kubernetes object is that large", *start, index)
+    except yaml.YAMLError:
+        return None  # said where it is when the text is read
+    finally:
+        loader.dispose()
+    return None
 
 
 def _text(data: bytes | str) -> str | SyntaxProblem:

@@ -203,6 +203,56 @@ def test_fuzz_never_raises(seed: int) -> None:
             assert problem.line >= 1 and problem.column >= 1, (data, problem)
 
 
+BLOCK = "- {}\n"
+
+
+@pytest.mark.parametrize(("text", "refused"), [
+    (BLOCK * 99, None),  # the sequence and 99 mappings: the budget, exactly
+    (BLOCK * 100, (1, 1)),  # (line, document)
+    (f"a: 1\n---\n{BLOCK * 60}---\n{BLOCK * 60}", None),  # each document under it
+    (f"a: 1\n---\n{BLOCK * 60}---\n{BLOCK * 100}", (63, 3)),  # the third, at its line
+    ("a:\n" + "".join(f"  k{i}: v\n" for i in range(49)), (1, 1)),  # 3 + 2 x 49 values
+    ("a:\n" + "".join(f"  k{i}: v\n" for i in range(48)), None),
+    ("x: [" + "a, " * 120 + "]\n", (1, 1)),
+    ("x: |\n" + "  - {}\n" * 500, None),  # a block scalar is one value, however it reads
+])
+def test_a_document_of_more_values_than_the_budget_is_refused_before_it_is_composed(
+        monkeypatch: pytest.MonkeyPatch, text: str, refused: tuple[int, int] | None) -> None:
+    monkeypatch.setattr(yamlpos, "MAX_EXPANDED_NODES", 100)
+    stream = read_stream(text.encode())
+    problems = [(p.rule, p.line, p.document) for p in stream.problems]
+    if refused is None:
+        assert problems == [] and stream.documents
+    else:
+        assert problems == [(yamlpos.SYNTAX, refused[0], refused[1])] and not stream.documents
+
+
+HUGE = """
+import resource, sys
+from policies import yamlpos
+text = ("- {}\\n" * (yamlpos.MAX_EXPANDED_NODES + 1)).encode()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+stream = yamlpos.read_stream(text)
+grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+print(len(text) // 1024, grown, [p.message for p in stream.problems])
+"""
+
+
+def test_a_huge_block_document_is_refused_in_little_memory() -> None:
+    """libyaml composes a document whole, some 450 bytes a value: the 1,000,001 values of a
+    5 MB file took 475 MB before they were counted first."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", HUGE], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2], check=True, timeout=120)
+    size_kib, grown_kib, problems = done.stdout.split(" ", 2)
+    assert problems.strip() == repr([
+        f"the document holds more than {yamlpos.MAX_EXPANDED_NODES} values; no Kubernetes "
+        "object is that large"])
+    assert int(grown_kib) < 3 * int(size_kib)  # the decoded text, and little else
+
+
 def _as_read(items: list[yamlpos.Document | yamlpos.SyntaxProblem]) -> list[object]:
     return [(d.index, d.line, d.data, d.positions()) if isinstance(d, yamlpos.Document) else d
             for d in items]
