@@ -358,7 +358,8 @@ def _yaml_over_budget(text: str) -> SyntaxProblem | None:
             event = loader.get_event()
             if isinstance(event, yaml.DocumentStartEvent):
                 index, values = index + 1, 0
-                start = int(event.start_mark.line) + 1, int(event.start_mark.column) + 1
+                mark = event.start_mark
+                start = (int(mark.line) + 1, int(mark.column) + 1) if mark else (1, 1)
             elif isinstance(event, _NODE_EVENTS):
                 values += 1
                 if values > MAX_EXPANDED_NODES:
