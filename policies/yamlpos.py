@@ -334,6 +334,9 @@ _NODE_EVENTS = (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEven
 
 def _most_values(text: str) -> int:
     """At least as many as the values of the text's largest document (a cheap bound)."""
+    if 2 * len(text) < MAX_EXPANDED_NODES:  # a value takes a character, or an entry's two
+        return 2 * len(text)
+
     def bound(part: str) -> int:
         return 1 + 2 * part.count(":") + sum(part.count(m) for m in _VALUE_MARKS)
     if bound(text) <= MAX_EXPANDED_NODES:
