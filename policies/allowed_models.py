@@ -43,10 +43,9 @@ def requirements(context: Context, policies: Sequence[GPUPolicy], demand: PodDem
     if demand.served or not any(c.gpu for c in demand.containers):
         return ()
     inventory = context.inventory
-    if inventory is not None and any(node.dra_served for node in inventory.nodes):
-        names = {name for c in demand.containers for name in c.amounts}
-        if any(not names.isdisjoint(node.dra_served) for node in inventory.nodes):
-            return ()  # some node serves them from DRA devices, without the label
+    if inventory is not None and inventory.dra_served and not inventory.dra_served.isdisjoint(
+            name for c in demand.containers for name in c.amounts):
+        return ()  # some node serves them from DRA devices, without the label
     key = ACK_PRODUCT if any(name.startswith("aliyun.com/") for c in demand.containers
                              for name in c.amounts) else PRODUCT
     values: set[str] | None = None

@@ -174,6 +174,19 @@ def first_fit(
                 None)
 
 
+def fitting(
+    view: PodView, pools: Iterable[Pool], *, allowed_models: Sequence[Sequence[str]] = (),
+) -> list[Pool]:
+    """The pools whose nodes (empty) can run the pod, each left at its first failed check
+    (pool_verdicts gathers every reason); a pod bound to a node: that node's pool, narrowed
+    to it, when it fits."""
+    need = _Need.of(view, allowed_models, NO_DEFAULTS)
+    if need.node_name:
+        return [p for p, v in pool_verdicts(view, pools, allowed_models=allowed_models)
+                if p is not None and v.fits]
+    return [pool for pool in pools if next(_pool_reasons(need, pool, True), None) is None]
+
+
 def closest(results: Sequence[PoolVerdict], limit: int = 3) -> tuple[list[PoolVerdict], int]:
     """The failing pools that failed the fewest checks, closest first (at most `limit`; among
     equals those with a resource the pod asks for, then inventory order), and how many other

@@ -203,12 +203,17 @@ class Inventory:
     # name -> node (the first of a name), so that `node()` is not a scan of every node for
     # every pod the audit reads (2,000 nodes x 100,000 pods)
     _by_name: dict[str, Node] = field(init=False, repr=False, compare=False)
+    # the extended resources some node serves from DRA devices (Node.dra_served), asked of
+    # every GPU pod: not a scan of every node each time
+    dra_served: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         by_name: dict[str, Node] = {}
         for node in self.nodes:
             by_name.setdefault(node.name, node)
         object.__setattr__(self, "_by_name", by_name)
+        object.__setattr__(self, "dra_served",
+                           frozenset().union(*(node.dra_served for node in self.nodes)))
 
     @classmethod
     def empty(cls) -> Inventory:

@@ -4,7 +4,7 @@ rules that judge what it would meet there (the driver, the architecture, the car
 from __future__ import annotations
 
 from policies.context import Context
-from policies.hardware import open_pools, pool_verdicts
+from policies.hardware import fitting, open_pools
 from policies.inventory import Pool
 from policies.view import PodView
 
@@ -20,7 +20,6 @@ def reachable(view: PodView, context: Context) -> list[Pool]:
     if found is None:
         pools = open_pools(view, inventory.pools, inventory.cordoned)
         allowed = context.allowed_models(view.namespace)
-        found = [p for p, v in pool_verdicts(view, pools, allowed_models=allowed)
-                 if p is not None and v.fits]
+        found = fitting(view, pools, allowed_models=allowed)
         view.memo[key] = found
     return found

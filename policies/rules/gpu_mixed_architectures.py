@@ -16,6 +16,7 @@ from policies.context import Context
 from policies.decision import Finding
 from policies.display import shown
 from policies.gpunodes import ARCH_KEYS, constrains
+from policies.inventory import Pool
 from policies.model import GPUPolicy
 from policies.rules._reach import reachable
 from policies.view import PodView
@@ -73,9 +74,11 @@ EXAMPLES = f"""
 def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Finding]:
     if context.inventory is None or not view.demand.gpu or constrains(view.spec, ARCH_KEYS):
         return
+    if len({_arch(p) for p in context.inventory.pools} - {None}) < 2:
+        return  # one architecture in the whole inventory: where the pod lands cannot matter
     arches: dict[str, str] = {}
     for pool in reachable(view, context):
-        arch = next((pool.labels[k] for k in ARCH_KEYS if k in pool.labels), None)
+        arch = _arch(pool)
         if arch is not None:
             arches.setdefault(arch, pool.name)
     if len(arches) > 1:
@@ -84,6 +87,10 @@ def check(view: PodView, policy: GPUPolicy, context: Context) -> Iterator[Findin
         yield Finding(ID, f"the pod can land on GPU nodes of {len(arches)} architectures: "
                       f"{which}; select kubernetes.io/arch for the images it runs",
                       view.containers_path, level="warning")
+
+
+def _arch(pool: Pool) -> str | None:
+    return next((pool.labels[k] for k in ARCH_KEYS if k in pool.labels), None)
 
 
 def _short(value: str) -> str:
